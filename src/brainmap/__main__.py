@@ -1,0 +1,3 @@
+from brainmap.cli import main
+
+main()

@@ -1,0 +1,587 @@
+"""The ``brainmap`` command: a thin click layer over the operations in ``ops.py``.
+
+Heavy modules (numpy, pydantic, the model, Rich) load inside commands, so that ``--help`` and
+light commands start fast. (Typer, the first choice, builds a pydantic TypeAdapter for every
+parameter on every run: 150 ms of a 500 ms cold-start budget. click needs 25 ms.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from brainmap import __version__
+from brainmap.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from brainmap.ops import Brain
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class _State:
+    home: Path | None = None
+    brain: Brain | None = None
+
+
+_state = _State()
+
+
+def _brain() -> Brain:
+    if _state.brain is None:
+        from brainmap.ops import Brain
+
+        _state.brain = Brain(_state.home)
+    return _state.brain
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _print_json(value: Any) -> None:
+    from brainmap.ops import to_jsonable
+
+    click.echo(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2))
+
+
+def _fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def _validate(model: Any, **values: Any) -> Any:
+    from pydantic import ValidationError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        _fail(problems, code=2)
+
+
+json_option = click.option("--json", "json_out", is_flag=True, help="Print machine-readable JSON.")
+
+
+@click.group(context_settings=CONTEXT)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Home folder (config.toml, brain.db). Default: $BRAINMAP_HOME or ~/.brainmap.",
+)
+@click.version_option(__version__, prog_name="brainmap")
+def cli(home: Path | None) -> None:
+    """brainmap: markdown libraries -> one SQLite index -> hybrid search, fully offline.
+
+    \b
+    Start:
+      brainmap library add docs ./documentation
+      brainmap reindex
+      brainmap search "how do I rotate the keys"
+    """
+    _state.home = home
+
+
+# --- setup ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+def init(json_out: bool) -> None:
+    """Create the home: config.toml, brain.db and the global library brain/.
+
+    \b
+    Example:
+      brainmap --home ~/.brainmap init
+    """
+    from brainmap import ops
+
+    report = ops.init(_brain(), ops.NoInput())
+    if json_out:
+        return _print_json(report)
+    state = "created" if report.created else "already set up"
+    click.echo(f"{report.home}: {state}")
+    click.echo(f"  config: {report.config}\n  global library: {report.global_library}")
+
+
+@cli.group(context_settings=CONTEXT)
+def library() -> None:
+    """Add, list and remove libraries (folders of markdown)."""
+
+
+@library.command("add")
+@click.argument("name")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--scope", type=click.Choice(["project", "global"]), default="project", show_default=True
+)
+@click.option(
+    "--include",
+    multiple=True,
+    help="Glob of files to index (repeatable). Default: **/*.md, **/*.markdown.",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    help="Glob of files to skip (repeatable). Default: hidden folders, node_modules.",
+)
+@json_option
+def library_add(
+    name: str, path: Path, scope: str, include: tuple[str, ...], exclude: tuple[str, ...], json_out: bool
+) -> None:  # fmt: skip
+    """Register the folder PATH as library NAME. Its files are read, never changed.
+
+    \b
+    Example:
+      brainmap library add docs ./documentation --exclude 'drafts/**'
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.LibraryAddInput, name=name, path=str(path), scope=scope,
+        include=list(include) or None, exclude=list(exclude) or None,
+    )  # fmt: skip
+    info = ops.library_add(_brain(), inp)
+    if json_out:
+        return _print_json(info)
+    click.echo(f"added library {info.name} ({info.scope}) at {info.path}")
+    click.echo(f"next: brainmap reindex {info.name}")
+
+
+@library.command("list")
+@json_option
+def library_list(json_out: bool) -> None:
+    """List libraries with their entry and chunk counts."""
+    from rich.table import Table
+
+    from brainmap import ops
+
+    libs = ops.library_list(_brain(), ops.NoInput())
+    if json_out:
+        return _print_json(libs)
+    table = Table("name", "scope", "entries", "chunks", "indexed", "path", box=None)
+    for lib in libs:
+        path = lib.path if lib.exists else f"{lib.path} (missing)"
+        table.add_row(
+            lib.name, lib.scope, str(lib.entries), str(lib.chunks), lib.indexed_at or "never", path
+        )
+    _console().print(table)
+
+
+@library.command("remove")
+@click.argument("name")
+@json_option
+def library_remove(name: str, json_out: bool) -> None:
+    """Forget library NAME: its index rows go, its files are left alone."""
+    from brainmap import ops
+
+    report = ops.library_remove(_brain(), ops.LibraryNameInput(name=name))
+    if json_out:
+        return _print_json(report)
+    click.echo(
+        f"removed library {report.name}: {report.entries_removed} entries unindexed, files untouched"
+    )
+
+
+# --- indexing -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("libraries", nargs=-1)
+@click.option("--full", is_flag=True, help="Re-read every file, not only changed ones.")
+@click.option("--no-embed", is_flag=True, help="Text only; skip embeddings.")
+@json_option
+def reindex(libraries: tuple[str, ...], full: bool, no_embed: bool, json_out: bool) -> None:
+    """Update the index from the files of LIBRARIES (default: all).
+
+    Only changed files are read; text is committed first (searchable at once), then vectors
+    are computed. Safe to interrupt at any moment: the next run completes the work.
+
+    \b
+    Examples:
+      brainmap reindex
+      brainmap reindex docs --no-embed
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.ReindexInput, libraries=list(libraries) or None, full=full, embed=not no_embed
+    )
+    with _Progress() as progress:
+        report = ops.reindex(_brain(), inp, progress=progress.update)
+    if json_out:
+        return _print_json(report)
+    _print_reindex(report)
+
+
+def _print_reindex(report: Any) -> None:
+    for lib in report.libraries:
+        click.echo(
+            f"{lib.library}: {lib.files} files: {lib.added} added, {lib.updated} updated, "
+            f"{lib.deleted} deleted, {lib.unchanged} unchanged, {lib.skipped} skipped "
+            f"({lib.chunks} chunks written, {lib.seconds:.2f}s)"
+        )
+        if lib.skipped:
+            click.echo("  skipped files and the reasons: brainmap doctor")
+    emb = report.embedding
+    if emb is None:
+        return
+    if emb.error:
+        click.echo(f"embeddings unavailable ({emb.error}); {emb.pending} chunks wait; BM25 works")
+    elif emb.embedded or emb.cached:
+        rate = f" ({emb.embedded / emb.seconds:.0f}/s)" if emb.seconds and emb.embedded else ""
+        click.echo(
+            f"embeddings: {emb.embedded} computed{rate}, {emb.cached} from cache, "
+            f"{emb.pending} pending"
+        )
+
+
+class _Progress:
+    """Rich progress bars on stderr (only on a terminal) for the scan and embedding phases."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty():
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=_console(stderr=True),
+                transient=True,
+            )
+            self._bar.__enter__()
+        return self
+
+    def update(self, phase: str, done: int, total: int | None) -> None:
+        if self._bar is None:
+            return
+        if phase not in self._tasks:
+            label = {"scan": "scanning files", "embed": "embedding chunks"}.get(phase, phase)
+            self._tasks[phase] = self._bar.add_task(label, total=total, rate="")
+        task = self._tasks[phase]
+        elapsed = self._bar.tasks[task].elapsed or 0.0
+        rate = f"{done / elapsed:.0f} chunks/s" if phase == "embed" and elapsed > 0.5 else ""
+        self._bar.update(task, completed=done, total=total, rate=rate)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+@cli.command()
+@click.argument("libraries", nargs=-1)
+def watch(libraries: tuple[str, ...]) -> None:
+    """Keep the index of LIBRARIES (default: all) current as files change. Ctrl-C stops.
+
+    \b
+    Example:
+      brainmap watch docs
+    """
+    from brainmap.indexer import watch as watch_libraries
+
+    brain = _brain()
+    names = [lib.name for lib in brain.cfg.select(list(libraries))]
+    click.echo(f"watching {', '.join(names) or 'nothing'} (Ctrl-C to stop)")
+    try:
+        watch_libraries(brain.cfg, brain.store, names, _print_reindex)
+    except KeyboardInterrupt:
+        click.echo("stopped")
+
+
+# --- search ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("query", required=False)
+@click.option("--library", "-l", multiple=True, help="Only this library (repeatable).")
+@click.option("--type", "-t", "type_", multiple=True, help="Only this entry type (repeatable).")
+@click.option(
+    "--tag", multiple=True, help="Only entries with this tag (repeatable; all must match)."
+)
+@click.option("--since", help="Only entries dated on/after YYYY-MM-DD, or an age: 30d, 6m, 1y.")
+@click.option("--limit", "-n", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option(
+    "--mode",
+    "-m",
+    type=click.Choice(["hybrid", "bm25", "vector"]),
+    default="hybrid",
+    show_default=True,
+)
+@click.option(
+    "--batch",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Read JSON lines of queries ('-' = stdin); write one JSON line of hits per query.",
+)
+@json_option
+def search(
+    query: str | None, library: tuple[str, ...], type_: tuple[str, ...], tag: tuple[str, ...],
+    since: str | None, limit: int, mode: str, batch: Path | None, json_out: bool,
+) -> None:  # fmt: skip
+    """Search every library (or some) with hybrid BM25 + semantic ranking.
+
+    Any text is a valid QUERY: keywords, a question, quotes for an exact phrase.
+
+    \b
+    Examples:
+      brainmap search "undo the last commit"
+      brainmap search docker -l docs --type gotcha --json
+      echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
+    """
+    from brainmap import ops
+
+    if batch is not None:
+        return _search_batch(batch)
+    if query is None:
+        _fail("give a QUERY or --batch FILE", "brainmap search 'how do I ...'", code=2)
+    inp = _validate(
+        ops.SearchInput, query=query, library=list(library) or None, type=list(type_) or None,
+        tag=list(tag) or None, since=since, limit=limit, mode=mode,
+    )  # fmt: skip
+    result = ops.search(_brain(), inp)
+    if json_out:
+        return _print_json(result)
+    _print_hits(result)
+
+
+def _print_hits(result: Any) -> None:
+    # click.style rather than Rich: this is the hot path of a cold `brainmap search`
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not result.hits:
+        click.echo("no results")
+        return
+    words = sorted({re.escape(t) for t in result.terms if len(t) > 1}, key=len, reverse=True)
+    pattern = re.compile("|".join(words), re.IGNORECASE) if words else None
+    for i, hit in enumerate(result.hits, 1):
+        section = hit.heading.removeprefix(hit.title).removeprefix(" > ")
+        click.echo(
+            f"{i:>2}. {click.style(hit.title, bold=True)}"
+            + (f" › {section}" if section else "")
+            + click.style(f"  [{hit.library}] ", fg="magenta")
+            + click.style(f"{hit.path}:{hit.line_start}-{hit.line_end}", fg="cyan")
+            + click.style(f"  {hit.score:.4f}", dim=True)
+        )
+        snippet = hit.snippet
+        if pattern is not None:
+            snippet = pattern.sub(lambda m: click.style(m.group(0), fg="yellow", bold=True), snippet)
+        click.echo(f"    {snippet}")
+
+
+def _search_batch(source: Path) -> None:
+    from pydantic import ValidationError
+
+    from brainmap import ops
+
+    brain = _brain()
+    try:
+        handle = sys.stdin if str(source) == "-" else source.open(encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot read {source}: {exc.strerror}")
+    for line_no, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("each line must be a JSON object")
+            for key in ("library", "type", "tag"):
+                if isinstance(raw.get(key), str):
+                    raw[key] = [raw[key]]
+            out: Any = ops.to_jsonable(ops.search(brain, ops.SearchInput.model_validate(raw)))
+        except (ValueError, ValidationError, UserError) as exc:
+            message = exc.message if isinstance(exc, UserError) else str(exc).splitlines()[0]
+            out = {"line": line_no, "error": message}
+        click.echo(json.dumps(out, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("ref")
+@json_option
+def get(ref: str, json_out: bool) -> None:
+    """Show one entry (REF: id, library:path, or a file path) with every chunk.
+
+    \b
+    Examples:
+      brainmap get 3f2a9c0d1e2b4a5f
+      brainmap get docs:setup.md
+    """
+    from brainmap import ops
+
+    entry = ops.get(_brain(), ops.GetInput(ref=ref))
+    if json_out:
+        return _print_json(entry)
+    console = _console()
+    console.print(f"[bold]{entry.title}[/]  [magenta]\\[{entry.library}][/] [cyan]{entry.path}[/]")
+    tags = ", ".join(entry.tags) or "-"
+    console.print(
+        f"id {entry.id} · type {entry.type} · tags {tags} · updated {entry.updated}", markup=False
+    )
+    for warning in entry.warnings:
+        console.print(f"warning: {warning}", markup=False, style="yellow")
+    for chunk in entry.chunks:
+        where = f"{chunk.heading or '(top)'} · lines {chunk.line_start}-{chunk.line_end}"
+        console.print(f"\n── {chunk.ord}: {where}", markup=False, style="dim")
+        console.print(chunk.text, markup=False)
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+def stats(json_out: bool) -> None:
+    """Counts: libraries, entries, chunks, vectors, pending embeddings, sizes, model."""
+    from brainmap import ops
+
+    r = ops.stats(_brain(), ops.NoInput())
+    if json_out:
+        return _print_json(r)
+    rows = [
+        ("home", r.home),
+        ("libraries", str(len(r.libraries))),
+        *((f"  {lib.name}", f"{lib.entries} entries, {lib.chunks} chunks") for lib in r.libraries),
+        ("entries", str(r.entries)),
+        ("chunks", str(r.chunks)),
+        ("vectors", f"{r.vectors} ({r.pending_embeddings} pending)"),
+        ("skipped files", str(r.skipped_files)),
+        ("model", r.model),
+        ("vector search", r.vector_search),
+        ("brain.db", f"{r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
+        ("vector cache", f"{r.cache_vectors} vectors, {r.cache_bytes / 1e6:.1f} MB"),
+    ]
+    for key, value in rows:
+        click.echo(f"{key:<16}{value}")
+
+
+@cli.command()
+@json_option
+def doctor(json_out: bool) -> None:
+    """Check the model, schema, integrity, vectors and files on disk; print each fix.
+
+    Exits with status 1 when a check fails.
+    """
+    from brainmap import ops
+
+    report = ops.doctor(_brain(), ops.NoInput())
+    if json_out:
+        _print_json(report)
+    else:
+        for check in report.checks:
+            click.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+            for item in check.items[:50]:
+                click.echo(f"       {item}")
+            if check.fix:
+                click.echo(f"       fix: {check.fix}")
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@json_option
+def gc(json_out: bool) -> None:
+    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum."""
+    from brainmap import ops
+
+    r = ops.gc(_brain(), ops.NoInput())
+    if json_out:
+        return _print_json(r)
+    click.echo(
+        f"removed {len(r.libraries_removed)} libraries, {r.orphan_rows} orphan rows, "
+        f"{r.old_model_vectors} old-model vectors, {r.cache_entries_removed} cache entries"
+    )
+    click.echo(f"size {r.bytes_before / 1e6:.1f} MB -> {r.bytes_after / 1e6:.1f} MB")
+
+
+@cli.command("eval")
+@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--mode",
+    "-m",
+    multiple=True,
+    type=click.Choice(["hybrid", "bm25", "vector"]),
+    help="Only these modes (repeatable).",
+)
+@click.option(
+    "--compare",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An earlier `eval --json` output: exit 1 if a metric fell.",
+)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.02,
+    show_default=True,
+    help="Allowed fall of a metric with --compare.",
+)
+@json_option
+def eval_cmd(golden: Path, mode: tuple[str, ...], compare: Path | None, tolerance: float, json_out: bool) -> None:  # fmt: skip
+    """Measure retrieval quality on GOLDEN: recall@5, recall@10, MRR, nDCG@10 per mode.
+
+    \b
+    Example:
+      brainmap eval tests/golden.yaml --json > base.json
+      brainmap eval tests/golden.yaml --compare base.json
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.EvalInput, golden=str(golden), modes=list(mode) or None,
+        compare=str(compare) if compare else None, tolerance=tolerance,
+    )  # fmt: skip
+    report = ops.eval_(_brain(), inp)
+    if json_out:
+        _print_json(report)
+    else:
+        from rich.table import Table
+
+        table = Table(
+            "mode", "recall@5", "recall@10", "MRR", "nDCG@10", title=f"{report.queries} queries"
+        )
+        for name, m in report.modes.items():
+            table.add_row(
+                name, *(f"{m[k]:.3f}" for k in ("recall@5", "recall@10", "mrr", "ndcg@10"))
+            )
+        _console().print(table)
+        for line in report.regressions:
+            click.echo(f"regression: {line}", err=True)
+    if report.regressions:
+        sys.exit(1)
+
+
+def main() -> None:
+    """Console-script entry point: user errors become a message and exit status 1."""
+    try:
+        cli.main(prog_name="brainmap")
+    except UserError as exc:
+        _fail(exc.message, exc.hint)
+    finally:
+        if _state.brain is not None:
+            _state.brain.close()

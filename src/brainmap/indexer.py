@@ -1,0 +1,618 @@
+"""Scan -> parse -> chunk -> upsert, incremental by (mtime, size) then content hash; embeddings.
+
+Text is committed first, in batches, so it is searchable at once; vectors follow. Every batch
+is one transaction and chunk ids are derived from (entry id, position), so an interrupted run
+(Ctrl-C, kill -9) leaves a consistent index that the next run completes, and the result equals
+a fresh build.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from brainmap.analysis import fts_text
+from brainmap.config import Config, LibraryConfig
+from brainmap.errors import UserError
+from brainmap.markdown import DecodeError, decode, parse
+from brainmap.safefile import TEMP_PREFIX
+from brainmap.store import ChunkRecord, EntryRecord, EntryState, PendingChunk, Store, VectorCache
+
+if TYPE_CHECKING:
+    from brainmap.embed import Embedder
+
+# A file modified this close to the moment it was indexed may change again within the same
+# timestamp tick without its (mtime, size) changing, so it is re-hashed on the next run.
+RACY_NS = 2_000_000_000
+TEMP_MAX_AGE_S = 600  # an atomic write's temp file older than this was abandoned by a crash
+BATCH_FILES = 256
+BATCH_SECONDS = 0.5
+# Fault injection for the crash tests: "text:N" or "embed:N" exits the process abruptly
+# (like kill -9, open transaction included) at the N-th file or embedding batch.
+CRASH_ENV = "BRAINMAP_TEST_CRASH"
+
+#: ``progress(phase, done, total)``; phase is "scan" or "embed".
+ProgressFn = Callable[[str, int, int | None], None]
+
+
+@dataclass
+class LibraryReport:
+    """What one library's text pass did."""
+
+    library: str
+    files: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class EmbedReport:
+    """What the embedding pass did."""
+
+    model: str
+    embedded: int = 0
+    cached: int = 0
+    pending: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class ReindexReport:
+    libraries: list[LibraryReport] = field(default_factory=list)
+    embedding: EmbedReport | None = None
+
+
+# --- globs and scanning ---------------------------------------------------------------------
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a gitignore-like glob: ``**`` crosses folders, ``*`` and ``?`` do not."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+class PathFilter:
+    """Include/exclude globs of a library, matched against posix paths relative to its root."""
+
+    def __init__(self, include: list[str], exclude: list[str]) -> None:
+        self._include = [glob_regex(g) for g in include]
+        self._exclude = [glob_regex(g) for g in exclude]
+        self._prune = [glob_regex(g[:-3]) for g in exclude if g.endswith("/**")]
+
+    def wants(self, rel: str) -> bool:
+        return any(r.fullmatch(rel) for r in self._include) and not any(
+            r.fullmatch(rel) for r in self._exclude
+        )
+
+    def prunes(self, rel_dir: str) -> bool:
+        return any(r.fullmatch(rel_dir) for r in self._prune)
+
+    def inside_pruned(self, rel: str) -> bool:
+        """True when any folder on the way to ``rel`` is excluded."""
+        parts = rel.split("/")[:-1]
+        return any(self.prunes("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+@dataclass(frozen=True)
+class Found:
+    rel: str
+    path: Path
+    stat: os.stat_result | None
+    problem: str | None = None
+
+
+def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
+    """Yield the library's markdown files (sorted per folder), never following folder symlinks.
+
+    A symlinked file is indexed only when it resolves inside the library; one that leaves it
+    (or dangles) is reported with a problem instead.
+    """
+    root_real = root.resolve()
+    stack = [("", root)]
+    while stack:
+        rel_dir, folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                items = sorted(it, key=lambda d: d.name)
+        except OSError:
+            continue
+        subdirs = []
+        for item in items:
+            rel = rel_dir + item.name
+            try:
+                is_dir = item.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not paths.prunes(rel):
+                    subdirs.append((rel + "/", Path(item.path)))
+                continue
+            if item.name.startswith(TEMP_PREFIX):
+                _sweep_temp(Path(item.path))
+                continue
+            if not paths.wants(rel):
+                continue
+            path = Path(item.path)
+            if item.is_symlink():
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    yield Found(rel, path, None, "broken or looping symlink")
+                    continue
+                if not target.is_relative_to(root_real) or not target.is_file():
+                    yield Found(rel, path, None, "symlink pointing outside the library")
+                    continue
+            try:
+                yield Found(rel, path, path.stat())
+            except OSError as exc:
+                yield Found(rel, path, None, f"cannot stat: {exc.strerror}")
+        stack.extend(reversed(subdirs))
+
+
+def _sweep_temp(path: Path) -> None:
+    """Remove a temp file abandoned by an interrupted atomic write (never a fresh one)."""
+    try:
+        if time.time() - path.stat().st_mtime > TEMP_MAX_AGE_S:
+            path.unlink()
+    except OSError:
+        pass
+
+
+# --- identifiers and texts ------------------------------------------------------------------
+
+
+def entry_id(library: str, rel: str) -> str:
+    """Stable id of an entry: a hash of its library and path."""
+    return hashlib.blake2b(f"{library}\0{rel}".encode(), digest_size=8).hexdigest()
+
+
+def chunk_id(entry: str, ordinal: int) -> int:
+    """Stable 63-bit id of a chunk, so vectors and FTS rows keep their ids across rebuilds."""
+    digest = hashlib.blake2b(f"{entry}\0{ordinal}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def title_line(title: str, aliases: list[str]) -> str:
+    return f"{title} ({', '.join(aliases)})" if aliases else title
+
+
+def embed_text(title: str, aliases: list[str], heading: str, text: str) -> str:
+    """What is embedded for a chunk: its entry title and heading path give it context."""
+    head = title_line(title, aliases)
+    if heading and heading != title:
+        head += "\n" + heading
+    return f"{head}\n\n{text}"
+
+
+def _iso(ts_ns: int) -> str:
+    return dt.datetime.fromtimestamp(ts_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+# --- the text pass --------------------------------------------------------------------------
+
+
+class _Batch:
+    """Groups many small writes into one transaction, committed by size or age."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._open: ExitStack | None = None
+        self._count = 0
+        self._started = 0.0
+
+    def tick(self) -> None:
+        """Call before each write: joins the open transaction or starts a new one."""
+        if self._open is not None and (
+            self._count >= BATCH_FILES or time.monotonic() - self._started > BATCH_SECONDS
+        ):
+            self.commit()
+        if self._open is None:
+            self._open = ExitStack()
+            self._open.enter_context(self.store.write())
+            self._started = time.monotonic()
+        self._count += 1
+
+    def commit(self) -> None:
+        if self._open is not None:
+            stack, self._open, self._count = self._open, None, 0
+            stack.close()
+
+    def abort(self, exc: BaseException) -> None:
+        if self._open is not None:
+            stack, self._open, self._count = self._open, None, 0
+            stack.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def index_library(
+    cfg: Config,
+    store: Store,
+    lib: LibraryConfig,
+    *,
+    full: bool = False,
+    progress: ProgressFn | None = None,
+) -> LibraryReport:
+    """Bring one library's text index up to date with its folder."""
+    started = time.monotonic()
+    root = lib.path
+    if not root.is_dir():
+        raise UserError(
+            f"library {lib.name!r}: {root} is not a folder",
+            hint=f"restore the folder, or `brainmap library remove {lib.name}`",
+        )
+    library_id = store.ensure_library(lib.name, str(root), lib.scope)
+    states = store.entry_states(library_id)
+    report = LibraryReport(lib.name)
+    max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
+    seen: set[str] = set()
+    skipped: set[str] = set()
+    batch = _Batch(store)
+    try:
+        for found in scan(root, PathFilter(lib.include, lib.exclude)):
+            report.files += 1
+            seen.add(found.rel)
+            if progress and report.files % 500 == 0:
+                progress("scan", report.files, None)
+            old = states.get(found.rel)
+            problem = found.problem
+            if problem is None and found.stat is not None:
+                st = found.stat
+                if not full and old and _same_stat(old, st):
+                    report.unchanged += 1
+                    continue
+                batch.tick()
+                _crash_point("text", report.files)
+                if st.st_size > max_bytes:
+                    problem = f"larger than max_file_mb ({st.st_size / 1e6:.1f} MB)"
+                else:
+                    problem = _index_file(cfg, store, lib, library_id, found, old, full, report)
+            if problem is not None:
+                batch.tick()
+                report.skipped += 1
+                skipped.add(found.rel)
+                store.record_skip(library_id, found.rel, problem, _now())
+                if old is not None:  # the file can no longer be read: drop its stale entry
+                    store.delete_entries([old.id])
+                    report.deleted += 1
+        gone = [state.id for rel, state in states.items() if rel not in seen]
+        store.delete_entries(gone)
+        report.deleted += len(gone)
+        store.clear_skips(library_id, skipped)
+        if report.added or report.updated or report.deleted or report.skipped:
+            store.mark_indexed(library_id, _now())
+        batch.commit()
+    except BaseException as exc:
+        batch.abort(exc)
+        raise
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _crash_point(phase: str, count: int) -> None:
+    if os.environ.get(CRASH_ENV) == f"{phase}:{count}":
+        os._exit(137)
+
+
+def _same_stat(old: EntryState, st: os.stat_result) -> bool:
+    if old.mtime_ns != st.st_mtime_ns or old.size != st.st_size:
+        return False
+    return old.mtime_ns < old.indexed_ns - RACY_NS
+
+
+def _index_file(
+    cfg: Config,
+    store: Store,
+    lib: LibraryConfig,
+    library_id: int,
+    found: Found,
+    old: EntryState | None,
+    full: bool,
+    report: LibraryReport,
+) -> str | None:
+    """Index one changed-looking file; return a problem string when it must be skipped."""
+    try:
+        data = found.path.read_bytes()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return "deleted while indexing"
+        return f"cannot read: {exc.strerror}"
+    assert found.stat is not None
+    st = found.stat
+    now_ns = time.time_ns()
+    content_hash = hashlib.sha256(data).hexdigest()
+    if not full and old and old.content_hash == content_hash:
+        store.touch_entry(old.id, st.st_mtime_ns, len(data), now_ns)
+        report.unchanged += 1
+        return None
+    try:
+        text, problem = decode(data)
+    except DecodeError as exc:
+        return str(exc)
+    stem = found.path.name.rsplit(".", 1)[0]
+    parsed = parse(text, fallback_title=stem, chunk_tokens=cfg.index.chunk_tokens)
+    if problem:
+        parsed.warnings.insert(0, problem)
+    eid = entry_id(lib.name, found.rel)
+    mtime_iso = _iso(st.st_mtime_ns)
+    record = EntryRecord(
+        id=eid,
+        library_id=library_id,
+        path=found.rel,
+        title=parsed.title,
+        type=parsed.type,
+        project=parsed.project,
+        tags=parsed.tags,
+        aliases=parsed.aliases,
+        created=parsed.created,
+        last_verified=parsed.last_verified,
+        updated=parsed.last_verified or parsed.created or mtime_iso,
+        content_hash=content_hash,
+        mtime_ns=st.st_mtime_ns,
+        size=len(data),
+        indexed_ns=now_ns,
+        observed_at=_now(),
+        source_rev=f"mtime:{mtime_iso}",
+        meta=parsed.meta,
+        warnings=parsed.warnings,
+    )
+    fts_title = fts_text(title_line(parsed.title, parsed.aliases))
+    chunks = [
+        ChunkRecord(
+            id=chunk_id(eid, ch.ord),
+            ord=ch.ord,
+            heading=ch.heading,
+            line_start=ch.line_start,
+            line_end=ch.line_end,
+            text=ch.text,
+            embed_hash=hashlib.sha256(
+                embed_text(parsed.title, parsed.aliases, ch.heading, ch.text).encode()
+            ).hexdigest(),
+            fts_title=fts_title,
+            fts_heading=fts_text(ch.heading),
+            fts_body=fts_text(ch.text),
+        )
+        for ch in parsed.chunks
+    ]
+    store.put_entry(record, chunks, rewrite=full)
+    if old is None:
+        report.added += 1
+    else:
+        report.updated += 1
+    report.chunks += len(chunks)
+    return None
+
+
+@dataclass
+class LibraryDiff:
+    """How a library's folder differs from its index, judged by stat alone."""
+
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+
+
+def diff_library(store: Store, lib: LibraryConfig) -> LibraryDiff:
+    """Compare a library's files with the index without reading any file."""
+    ids = store.library_ids([lib.name])
+    states = store.entry_states(ids[lib.name]) if ids else {}
+    skipped = {path for name, path, _ in store.skipped() if name == lib.name}
+    diff = LibraryDiff()
+    seen: set[str] = set()
+    for found in scan(lib.path, PathFilter(lib.include, lib.exclude)):
+        seen.add(found.rel)
+        old = states.get(found.rel)
+        if old is None:
+            if found.rel not in skipped:
+                diff.new.append(found.rel)
+        elif found.stat is None or (
+            old.mtime_ns != found.stat.st_mtime_ns or old.size != found.stat.st_size
+        ):
+            diff.changed.append(found.rel)
+    diff.gone = sorted(rel for rel in states if rel not in seen)
+    return diff
+
+
+# --- the embedding pass ---------------------------------------------------------------------
+
+
+def embed_pending(
+    store: Store,
+    cache: VectorCache,
+    embedder_spec: str,
+    library_ids: list[int],
+    *,
+    batch_size: int = 32,
+    progress: ProgressFn | None = None,
+) -> EmbedReport:
+    """Give every chunk of the libraries a vector for the configured model.
+
+    Vectors come from the cache when the same text was embedded before (by any library or
+    an earlier index), otherwise from the model in batches.
+    """
+    from brainmap.embed import load_embedder, model_id_of
+
+    started = time.monotonic()
+    model = model_id_of(embedder_spec)
+    report = EmbedReport(model)
+    total = store.pending_count(model, library_ids)
+    if not total:
+        return report
+    embedder = load_embedder(embedder_spec)
+    done = 0
+    if progress:
+        progress("embed", 0, total)
+    last_first: int | None = None
+    while True:
+        page = store.pending_chunks(model, library_ids, limit=batch_size * 8)
+        if not page or page[0].id == last_first:
+            break
+        last_first = page[0].id
+        for start in range(0, len(page), batch_size):
+            group = page[start : start + batch_size]
+            vectors = _vectors_for(group, cache, embedder, model, report)
+            store.put_vectors(model, [(p.id, p.library_id, vectors[p.embed_hash]) for p in group])
+            done += len(group)
+            _crash_point("embed", done // batch_size)
+            if progress:
+                progress("embed", done, max(total, done))
+    report.pending = store.pending_count(model, library_ids)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _vectors_for(
+    group: list[PendingChunk],
+    cache: VectorCache,
+    embedder: Embedder,
+    model: str,
+    report: EmbedReport,
+) -> dict[str, bytes]:
+    wanted = {p.embed_hash: p for p in group}
+    found = cache.get_many(model, list(wanted))
+    report.cached += sum(1 for p in group if p.embed_hash in found)
+    missing = [p for h, p in wanted.items() if h not in found]
+    if missing:
+        texts = [embed_text(p.title, p.aliases, p.heading, p.text) for p in missing]
+        matrix = embedder.passages(texts)
+        fresh = {
+            p.embed_hash: row.astype("float32").tobytes()
+            for p, row in zip(missing, matrix, strict=True)
+        }
+        cache.put_many(model, fresh.items())
+        found.update(fresh)
+        report.embedded += sum(1 for p in group if p.embed_hash in fresh)
+    return found
+
+
+# --- whole runs -----------------------------------------------------------------------------
+
+
+def watch(
+    cfg: Config,
+    store: Store,
+    names: list[str] | None,
+    on_report: Callable[[ReindexReport], None],
+    *,
+    stop: threading.Event | None = None,
+    debounce_ms: int = 400,
+) -> None:
+    """Index now, then again whenever files of the libraries change, until ``stop`` is set."""
+    from watchfiles import watch as watch_changes
+
+    libs = cfg.select(names)
+    on_report(reindex(cfg, store, [lib.name for lib in libs]))
+    roots = [(lib.path.resolve(), PathFilter(lib.include, lib.exclude), lib.name) for lib in libs]
+
+    def library_of(path: str) -> str | None:
+        target = Path(path)
+        if target.name.startswith(TEMP_PREFIX):
+            return None
+        for root, paths, name in roots:
+            if target.is_relative_to(root) and not paths.inside_pruned(
+                target.relative_to(root).as_posix()
+            ):
+                return name
+        return None
+
+    for changes in watch_changes(
+        *(root for root, _, _ in roots),
+        watch_filter=lambda _change, path: library_of(path) is not None,
+        debounce=debounce_ms,
+        stop_event=stop,
+        yield_on_timeout=False,
+    ):
+        touched = sorted({name for _, path in changes if (name := library_of(path))})
+        if touched:
+            on_report(reindex(cfg, store, touched))
+
+
+@contextmanager
+def reindex_lock(home: Path) -> Iterator[None]:
+    """One reindex per home at a time (other processes wait); searches never wait."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".reindex.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def reindex(
+    cfg: Config,
+    store: Store,
+    names: list[str] | None = None,
+    *,
+    full: bool = False,
+    embed: bool = True,
+    progress: ProgressFn | None = None,
+) -> ReindexReport:
+    """Index the named libraries (all by default): text first, then vectors."""
+    from brainmap.embed import EmbedderError, model_id_of
+
+    libs = cfg.select(names)
+    report = ReindexReport()
+    with reindex_lock(cfg.home):
+        for lib in libs:
+            report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+        store.checkpoint()
+        if embed and libs:
+            ids = list(store.library_ids(lib.name for lib in libs).values())
+            cache = VectorCache(cfg.cache_path)
+            try:
+                report.embedding = embed_pending(
+                    store, cache, cfg.embedder, ids, batch_size=cfg.index.embed_batch,
+                    progress=progress,
+                )  # fmt: skip
+            except EmbedderError as exc:
+                model = model_id_of(cfg.embedder)
+                report.embedding = EmbedReport(
+                    model, pending=store.pending_count(model, ids), error=exc.message
+                )
+            finally:
+                cache.close()
+            store.checkpoint()
+    return report

@@ -1,0 +1,34 @@
+"""The only package with SQL (DESIGN.md): connections and schema, the index, the vector cache.
+
+Two SQLite files live in the home: ``brain.db`` (the disposable index) and ``vectors.db``
+(the embedding cache keyed by model id and text hash, which survives a rebuild of the index).
+"""
+
+from brainmap.store.cache import VectorCache
+from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect
+from brainmap.store.index import Store
+from brainmap.store.records import (
+    ChunkRecord,
+    EntryRecord,
+    EntryState,
+    Filters,
+    HitRow,
+    LibraryRow,
+    PendingChunk,
+)
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "PRAGMAS",
+    "SCHEMA_VERSION",
+    "ChunkRecord",
+    "EntryRecord",
+    "EntryState",
+    "Filters",
+    "HitRow",
+    "LibraryRow",
+    "PendingChunk",
+    "Store",
+    "VectorCache",
+    "connect",
+]

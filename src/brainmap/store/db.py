@@ -1,0 +1,207 @@
+"""Connections, schema and migrations: every connection comes from :func:`connect`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from brainmap.analysis import FTS_TOKENIZER
+from brainmap.errors import UserError
+
+SCHEMA_VERSION = 1
+CACHE_SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+_SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
+
+PRAGMAS = {
+    "journal_mode": "wal",
+    "foreign_keys": 1,
+    "synchronous": 1,  # NORMAL: durable at checkpoints, safe in WAL mode
+    "busy_timeout": BUSY_TIMEOUT_MS,
+}
+
+_SCHEMA_V1 = f"""
+CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+INSERT INTO meta(key, value) VALUES ('vec_gen', 0);
+
+CREATE TABLE library(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  path TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  indexed_at TEXT
+);
+
+CREATE TABLE entry(
+  id TEXT PRIMARY KEY,
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  path TEXT NOT NULL,
+  title TEXT NOT NULL,
+  type TEXT NOT NULL,
+  project TEXT,
+  tags TEXT NOT NULL DEFAULT '[]',
+  aliases TEXT NOT NULL DEFAULT '[]',
+  created TEXT,
+  last_verified TEXT,
+  updated TEXT NOT NULL,
+  content_hash TEXT NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  indexed_ns INTEGER NOT NULL,
+  observed_at TEXT NOT NULL,
+  source_rev TEXT,
+  meta TEXT NOT NULL DEFAULT '{{}}',
+  warnings TEXT NOT NULL DEFAULT '[]',
+  UNIQUE(library_id, path)
+);
+CREATE INDEX entry_type ON entry(type);
+CREATE INDEX entry_updated ON entry(updated);
+
+CREATE TABLE entry_tag(
+  tag TEXT NOT NULL,
+  entry_id TEXT NOT NULL REFERENCES entry(id) ON DELETE CASCADE,
+  PRIMARY KEY(tag, entry_id)
+) WITHOUT ROWID;
+CREATE INDEX entry_tag_entry ON entry_tag(entry_id);
+
+CREATE TABLE chunk(
+  id INTEGER PRIMARY KEY,
+  entry_id TEXT NOT NULL REFERENCES entry(id) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  heading TEXT NOT NULL,
+  line_start INTEGER NOT NULL,
+  line_end INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  embed_hash TEXT NOT NULL
+);
+CREATE INDEX chunk_entry ON chunk(entry_id, ord);
+
+CREATE VIRTUAL TABLE chunk_fts USING fts5(
+  title, heading, body, content='', contentless_delete=1, tokenize="{FTS_TOKENIZER}"
+);
+CREATE VIRTUAL TABLE chunk_vocab USING fts5vocab(chunk_fts, row);
+
+CREATE TABLE chunk_vec(
+  chunk_id INTEGER PRIMARY KEY REFERENCES chunk(id) ON DELETE CASCADE,
+  library_id INTEGER NOT NULL,
+  model TEXT NOT NULL,
+  vec BLOB NOT NULL
+);
+CREATE INDEX chunk_vec_model ON chunk_vec(model);
+
+CREATE TRIGGER chunk_ad AFTER DELETE ON chunk BEGIN
+  DELETE FROM chunk_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER chunk_vec_ai AFTER INSERT ON chunk_vec BEGIN
+  UPDATE meta SET value = value + 1 WHERE key = 'vec_gen';
+END;
+CREATE TRIGGER chunk_vec_ad AFTER DELETE ON chunk_vec BEGIN
+  UPDATE meta SET value = value + 1 WHERE key = 'vec_gen';
+END;
+
+CREATE TABLE skipped(
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  path TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  at TEXT NOT NULL,
+  PRIMARY KEY(library_id, path)
+) WITHOUT ROWID;
+"""
+
+# Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v.
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+# Older databases (pre-release layouts) are rebuilt: the index is disposable.
+MIN_MIGRATABLE = 0
+
+CACHE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vec(
+  model TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  vec BLOB NOT NULL,
+  PRIMARY KEY(model, hash)
+) WITHOUT ROWID;
+"""
+
+
+def connect(path: Path | str) -> apsw.Connection:
+    """Open a connection with every PRAGMA of the project's contract set."""
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    conn.execute("PRAGMA mmap_size=268435456")
+    return conn
+
+
+@contextmanager
+def immediate(conn: apsw.Connection) -> Iterator[None]:
+    # BEGIN IMMEDIATE takes the write lock up front; a deferred read-then-write transaction
+    # would fail with SQLITE_BUSY instead of waiting for the busy timeout.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def value(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    rows = conn.execute(sql, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def user_version(conn: apsw.Connection) -> int:
+    return int(value(conn, "PRAGMA user_version"))
+
+
+def migrate(conn: apsw.Connection) -> None:
+    if user_version(conn) == SCHEMA_VERSION:
+        return
+    with immediate(conn):  # re-read under the lock: another process may have migrated
+        version = user_version(conn)
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise UserError(
+                f"brain.db has schema v{version}, newer than this brainmap (v{SCHEMA_VERSION})",
+                hint="upgrade brainmap, or delete brain.db and run `brainmap reindex`",
+            )
+        if version < MIN_MIGRATABLE or (version == 0 and _has_tables(conn)):
+            _drop_all(conn)
+            version = 0
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            conn.execute(MIGRATIONS[target])
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _has_tables(conn: apsw.Connection) -> bool:
+    rows = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type='table'").fetchall()
+    return bool(rows[0][0])
+
+
+def _drop_all(conn: apsw.Connection) -> None:
+    objects = conn.execute(
+        "SELECT type, name, sql FROM sqlite_schema "
+        "WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    # a virtual table drops its shadow tables itself, so drop virtual tables first
+    objects.sort(key=lambda o: not str(o[2] or "").upper().startswith("CREATE VIRTUAL"))
+    for kind, name, _sql in objects:
+        if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (name,)).fetchall():
+            conn.execute(f'DROP {str(kind).upper()} "{name}"')
+
+
+def batched(items: Sequence[Any], size: int = _SQL_VARS) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)

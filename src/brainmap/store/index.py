@@ -1,0 +1,479 @@
+"""The index in ``brain.db``: libraries, entries, chunks, FTS rows, vectors, health."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from brainmap.store.db import PRAGMAS, batched, connect, immediate, marks, migrate, user_version
+from brainmap.store.records import (
+    HIT_SELECT,
+    ChunkRecord,
+    EntryRecord,
+    EntryState,
+    Filters,
+    HitRow,
+    LibraryRow,
+    PendingChunk,
+    hit_row,
+)
+
+
+class Store:
+    """The index in ``brain.db``. One connection; writes go through :meth:`write`."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            migrate(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._depth = 1
+            try:
+                with immediate(self.conn):
+                    yield
+            finally:
+                self._depth = 0
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, params)
+        return rows[0][0] if rows else None
+
+    # libraries
+
+    def ensure_library(self, name: str, path: str, scope: str) -> int:
+        """Insert or update a library row and return its id."""
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO library(name, path, scope) VALUES (?, ?, ?) ON CONFLICT(name) "
+                "DO UPDATE SET path = excluded.path, scope = excluded.scope "
+                "WHERE path != excluded.path OR scope != excluded.scope",
+                (name, path, scope),
+            )
+            return int(self._one("SELECT id FROM library WHERE name = ?", (name,)))
+
+    def libraries(self) -> list[LibraryRow]:
+        return [LibraryRow(*r) for r in self._rows("SELECT * FROM library ORDER BY name")]
+
+    def library_ids(self, names: Iterable[str]) -> dict[str, int]:
+        names = list(names)
+        rows = self._rows(
+            f"SELECT name, id FROM library WHERE name IN ({marks(len(names))})", names
+        )
+        return {name: int(id_) for name, id_ in rows}
+
+    def delete_library(self, name: str) -> int:
+        """Remove a library and everything indexed from it; return the entries removed."""
+        with self.write():
+            count = self._one(
+                "SELECT count(*) FROM entry e JOIN library l ON l.id = e.library_id "
+                "WHERE l.name = ?",
+                (name,),
+            )
+            self.conn.execute("DELETE FROM library WHERE name = ?", (name,))
+        return int(count or 0)
+
+    def mark_indexed(self, library_id: int, when: str) -> None:
+        with self.write():
+            self.conn.execute("UPDATE library SET indexed_at = ? WHERE id = ?", (when, library_id))
+
+    # entries
+
+    def entry_states(self, library_id: int) -> dict[str, EntryState]:
+        rows = self._rows(
+            "SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM entry "
+            "WHERE library_id = ?",
+            (library_id,),
+        )
+        return {r[0]: EntryState(*r[1:]) for r in rows}
+
+    def touch_entry(self, entry_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
+        """Record a new stat for an entry whose content did not change."""
+        with self.write():
+            self.conn.execute(
+                "UPDATE entry SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
+                (mtime_ns, size, indexed_ns, entry_id),
+            )
+
+    def put_entry(
+        self, entry: EntryRecord, chunks: list[ChunkRecord], *, rewrite: bool = False
+    ) -> None:
+        """Insert or replace an entry with its tags, chunks and FTS rows.
+
+        Chunks whose id and embedding hash are unchanged keep their FTS row and vector (only
+        their position is updated) unless ``rewrite`` is set.
+        """
+        with self.write():
+            c = self.conn
+            c.execute(
+                "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
+                "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
+                "observed_at, source_rev, meta, warnings) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
+                "type=excluded.type, project=excluded.project, tags=excluded.tags, "
+                "aliases=excluded.aliases, created=excluded.created, "
+                "last_verified=excluded.last_verified, updated=excluded.updated, "
+                "content_hash=excluded.content_hash, mtime_ns=excluded.mtime_ns, "
+                "size=excluded.size, indexed_ns=excluded.indexed_ns, "
+                "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
+                "meta=excluded.meta, warnings=excluded.warnings",
+                (
+                    entry.id, entry.library_id, entry.path, entry.title, entry.type,
+                    entry.project, json.dumps(entry.tags, ensure_ascii=False),
+                    json.dumps(entry.aliases, ensure_ascii=False), entry.created,
+                    entry.last_verified, entry.updated, entry.content_hash, entry.mtime_ns,
+                    entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
+                    json.dumps(entry.meta, ensure_ascii=False),
+                    json.dumps(entry.warnings, ensure_ascii=False),
+                ),
+            )  # fmt: skip
+            c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
+            c.executemany(
+                "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
+                [(tag, entry.id) for tag in entry.tags],
+            )
+            old = dict(
+                c.execute("SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,))
+            )
+            new_ids = {ch.id for ch in chunks}
+            gone = [(cid,) for cid in old if cid not in new_ids]
+            c.executemany("DELETE FROM chunk WHERE id = ?", gone)
+            for ch in chunks:
+                if not rewrite and old.get(ch.id) == ch.embed_hash:
+                    c.execute(
+                        "UPDATE chunk SET ord = ?, line_start = ?, line_end = ? WHERE id = ?",
+                        (ch.ord, ch.line_start, ch.line_end, ch.id),
+                    )
+                    continue
+                if ch.id in old:
+                    c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
+                c.execute(
+                    "INSERT INTO chunk(id, entry_id, ord, heading, line_start, line_end, text, "
+                    "embed_hash) VALUES (?,?,?,?,?,?,?,?)",
+                    (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
+                     ch.embed_hash),
+                )  # fmt: skip
+                c.execute(
+                    "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
+                    (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
+                )
+
+    def delete_entries(self, entry_ids: Sequence[str]) -> None:
+        """Delete entries; chunks, FTS rows, vectors and tags go with them."""
+        with self.write():
+            self.conn.executemany("DELETE FROM entry WHERE id = ?", [(i,) for i in entry_ids])
+
+    def find_entry(self, ref: str) -> tuple[str, str] | None:
+        """Resolve an entry id, ``library:path`` or library-relative path to (id, library)."""
+        row = self._rows(
+            "SELECT e.id, l.name FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
+            (ref,),
+        )
+        if not row and ":" in ref:
+            lib, _, rel = ref.partition(":")
+            row = self._rows(
+                "SELECT e.id, l.name FROM entry e JOIN library l ON l.id = e.library_id "
+                "WHERE l.name = ? AND e.path = ?",
+                (lib, rel),
+            )
+        if not row:
+            row = self._rows(
+                "SELECT e.id, l.name FROM entry e JOIN library l ON l.id = e.library_id "
+                "WHERE e.path = ? ORDER BY l.name",
+                (ref,),
+            )
+        return (row[0][0], row[0][1]) if row else None
+
+    def entry(self, entry_id: str) -> dict[str, Any] | None:
+        """An entry row as a dict (JSON columns decoded), with its library's name and path."""
+        with self._lock:
+            cur = self.conn.execute(
+                "SELECT e.*, l.name AS library, l.path AS library_path, l.scope AS scope "
+                "FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
+                (entry_id,),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            names = [d[0] for d in cur.getdescription()]
+        data = dict(zip(names, row, strict=True))
+        for key in ("tags", "aliases", "meta", "warnings"):
+            data[key] = json.loads(data[key])
+        return data
+
+    def entry_chunks(self, entry_id: str) -> list[HitRow]:
+        rows = self._rows(HIT_SELECT + " WHERE c.entry_id = ? ORDER BY c.ord", (entry_id,))
+        return [hit_row(r) for r in rows]
+
+    # skipped files
+
+    def record_skip(self, library_id: int, path: str, reason: str, when: str) -> None:
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO skipped(library_id, path, reason, at) VALUES (?,?,?,?) "
+                "ON CONFLICT DO UPDATE SET reason = excluded.reason, at = excluded.at",
+                (library_id, path, reason, when),
+            )
+
+    def clear_skips(self, library_id: int, keep: set[str]) -> None:
+        """Forget skip records of a library except for the paths in ``keep``."""
+        with self.write():
+            rows = self._rows("SELECT path FROM skipped WHERE library_id = ?", (library_id,))
+            stale = [(library_id, p) for (p,) in rows if p not in keep]
+            self.conn.executemany("DELETE FROM skipped WHERE library_id = ? AND path = ?", stale)
+
+    def skipped(self) -> list[tuple[str, str, str]]:
+        """(library, path, reason) of files that could not be indexed."""
+        return [
+            (r[0], r[1], r[2])
+            for r in self._rows(
+                "SELECT l.name, s.path, s.reason FROM skipped s JOIN library l "
+                "ON l.id = s.library_id ORDER BY l.name, s.path"
+            )
+        ]
+
+    def entry_warnings(self) -> list[tuple[str, str, list[str]]]:
+        rows = self._rows(
+            "SELECT l.name, e.path, e.warnings FROM entry e JOIN library l ON l.id = e.library_id "
+            "WHERE e.warnings != '[]' ORDER BY l.name, e.path"
+        )
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    # vectors
+
+    def pending_chunks(
+        self, model: str, library_ids: Sequence[int], limit: int
+    ) -> list[PendingChunk]:
+        """Chunks of the given libraries with no vector for ``model``, in id order."""
+        rows = self._rows(
+            "SELECT c.id, e.library_id, c.embed_hash, e.title, e.aliases, c.heading, c.text "
+            "FROM chunk c JOIN entry e ON e.id = c.entry_id "
+            "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
+            f"WHERE v.chunk_id IS NULL AND e.library_id IN ({marks(len(library_ids))}) "
+            "ORDER BY c.id LIMIT ?",
+            (model, *library_ids, limit),
+        )
+        return [PendingChunk(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+
+    def pending_count(self, model: str, library_ids: Sequence[int] | None = None) -> int:
+        where = ""
+        params: list[Any] = [model]
+        if library_ids is not None:
+            where = f" AND e.library_id IN ({marks(len(library_ids))})"
+            params += list(library_ids)
+        return int(
+            self._one(
+                "SELECT count(*) FROM chunk c JOIN entry e ON e.id = c.entry_id "
+                "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
+                f"WHERE v.chunk_id IS NULL{where}",
+                params,
+            )
+        )
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store ``(chunk_id, library_id, vector bytes)`` for ``model``, replacing older ones."""
+        with self.write():
+            self.conn.executemany(
+                "DELETE FROM chunk_vec WHERE chunk_id = ?", [(r[0],) for r in rows]
+            )
+            self.conn.executemany(
+                "INSERT INTO chunk_vec(chunk_id, library_id, model, vec) "
+                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunk WHERE id = ?)",
+                [(cid, lib, model, vec, cid) for cid, lib, vec in rows],
+            )
+
+    def vector_generation(self) -> int:
+        """A counter that changes whenever any vector is added or removed."""
+        return int(self._one("SELECT value FROM meta WHERE key = 'vec_gen'"))
+
+    def load_vectors(self, model: str) -> tuple[list[int], list[int], bytes]:
+        """All vectors of ``model``: chunk ids, library ids and the concatenated float32 bytes."""
+        rows = self._rows(
+            "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? ORDER BY chunk_id",
+            (model,),
+        )
+        return [r[0] for r in rows], [r[1] for r in rows], b"".join(r[2] for r in rows)
+
+    def vector_models(self) -> dict[str, int]:
+        return dict(self._rows("SELECT model, count(*) FROM chunk_vec GROUP BY model"))
+
+    def delete_vectors_except(self, model: str) -> int:
+        with self.write():
+            self.conn.execute("DELETE FROM chunk_vec WHERE model != ?", (model,))
+            return int(self.conn.changes())
+
+    def embed_hashes(self) -> set[str]:
+        return {r[0] for r in self._rows("SELECT DISTINCT embed_hash FROM chunk")}
+
+    # search
+
+    def chunk_count(self) -> int:
+        return int(self._one("SELECT count(*) FROM chunk"))
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks contain each term (terms already folded)."""
+        if not terms:
+            return {}
+        rows = self._rows(
+            f"SELECT term, doc FROM chunk_vocab WHERE term IN ({marks(len(terms))})", list(terms)
+        )
+        return {t: int(d) for t, d in rows}
+
+    def bm25(
+        self, match: str, filters: Filters, limit: int, weights: tuple[float, float, float]
+    ) -> list[int]:
+        """Chunk ids matching an FTS5 expression, best BM25 first."""
+        where, params = filters.sql()
+        if where == "1":
+            sql = (
+                "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? "
+                "ORDER BY bm25(chunk_fts, ?, ?, ?) LIMIT ?"
+            )
+            args: list[Any] = [match, *weights, limit]
+        else:
+            sql = (
+                "SELECT f.rowid FROM chunk_fts f JOIN chunk c ON c.id = f.rowid "
+                "JOIN entry e ON e.id = c.entry_id WHERE chunk_fts MATCH ? AND "
+                f"{where} ORDER BY bm25(chunk_fts, ?, ?, ?) LIMIT ?"
+            )
+            args = [match, *params, *weights, limit]
+        return [r[0] for r in self._rows(sql, args)]
+
+    def filtered_chunk_ids(self, filters: Filters) -> list[int]:
+        where, params = filters.sql()
+        rows = self._rows(
+            f"SELECT c.id FROM chunk c JOIN entry e ON e.id = c.entry_id WHERE {where}", params
+        )
+        return [r[0] for r in rows]
+
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
+        out: dict[int, HitRow] = {}
+        for part in batched(list(chunk_ids)):
+            for row in self._rows(HIT_SELECT + f" WHERE c.id IN ({marks(len(part))})", part):
+                hit = hit_row(row)
+                out[hit.chunk_id] = hit
+        return out
+
+    # health
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "libraries": int(self._one("SELECT count(*) FROM library")),
+            "entries": int(self._one("SELECT count(*) FROM entry")),
+            "chunks": self.chunk_count(),
+            "vectors": int(self._one("SELECT count(*) FROM chunk_vec")),
+            "skipped": int(self._one("SELECT count(*) FROM skipped")),
+        }
+
+    def library_counts(self) -> dict[str, tuple[int, int]]:
+        """Entries and chunks per library name."""
+        rows = self._rows(
+            "SELECT l.name, count(DISTINCT e.id), count(c.id) FROM library l "
+            "LEFT JOIN entry e ON e.library_id = l.id LEFT JOIN chunk c ON c.entry_id = e.id "
+            "GROUP BY l.id"
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return user_version(self.conn)
+
+    def integrity(self) -> list[str]:
+        """Problems found by SQLite's and FTS5's integrity checks (empty when healthy)."""
+        problems = [r[0] for r in self._rows("PRAGMA quick_check") if r[0] != "ok"]
+        try:
+            with self.write():
+                self.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')")
+        except apsw.Error as exc:
+            problems.append(f"full-text index: {exc}")
+        return problems
+
+    def orphans(self) -> dict[str, int]:
+        """Rows whose parent is gone (the schema's cascades should keep all of these at 0)."""
+        return {
+            "chunks": int(self._one("SELECT count(*) FROM chunk WHERE entry_id NOT IN (SELECT id FROM entry)")),
+            "fts": int(self._one("SELECT count(*) FROM chunk_fts WHERE rowid NOT IN (SELECT id FROM chunk)")),
+            "vectors": int(self._one("SELECT count(*) FROM chunk_vec WHERE chunk_id NOT IN (SELECT id FROM chunk)")),
+            "missing_fts": int(self._one("SELECT count(*) FROM chunk WHERE id NOT IN (SELECT rowid FROM chunk_fts)")),
+        }  # fmt: skip
+
+    def remove_orphans(self) -> int:
+        with self.write():
+            total = 0
+            for sql in (
+                "DELETE FROM chunk WHERE entry_id NOT IN (SELECT id FROM entry)",
+                "DELETE FROM chunk_fts WHERE rowid NOT IN (SELECT id FROM chunk)",
+                "DELETE FROM chunk_vec WHERE chunk_id NOT IN (SELECT id FROM chunk)",
+                "DELETE FROM entry WHERE library_id NOT IN (SELECT id FROM library)",
+            ):
+                self.conn.execute(sql)
+                total += self.conn.changes()
+        return total
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database file (after bulk work)."""
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def vacuum(self) -> None:
+        with self._lock:
+            self.conn.execute("VACUUM")
+            self.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('optimize')")
+        self.checkpoint()
+
+    def pragmas(self) -> dict[str, Any]:
+        """The connection's PRAGMA values that the contract fixes."""
+        return {name: self._one(f"PRAGMA {name}") for name in PRAGMAS}
+
+    def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every derived row in a comparable form (used to check rebuilds are identical)."""
+        return {
+            "libraries": self._rows("SELECT name, path, scope FROM library ORDER BY name"),
+            "entries": self._rows(
+                "SELECT e.id, l.name, e.path, e.title, e.type, e.tags, e.content_hash, e.meta "
+                "FROM entry e JOIN library l ON l.id = e.library_id ORDER BY e.id"
+            ),
+            "chunks": self._rows(
+                "SELECT id, entry_id, ord, heading, line_start, line_end, text, embed_hash "
+                "FROM chunk ORDER BY id"
+            ),
+            "fts": self._rows("SELECT rowid FROM chunk_fts ORDER BY rowid"),
+            "fts_terms": self._rows("SELECT term, doc, cnt FROM chunk_vocab ORDER BY term"),
+            "vectors": self._rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
+        }

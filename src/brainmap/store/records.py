@@ -1,0 +1,151 @@
+"""Rows the store reads and writes, and the metadata filters of searches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from brainmap.store.db import marks
+
+
+@dataclass(frozen=True)
+class LibraryRow:
+    id: int
+    name: str
+    path: str
+    scope: str
+    indexed_at: str | None
+
+
+@dataclass(frozen=True)
+class EntryState:
+    """What the stat fast path compares against."""
+
+    id: str
+    mtime_ns: int
+    size: int
+    indexed_ns: int
+    content_hash: str
+
+
+@dataclass
+class EntryRecord:
+    id: str
+    library_id: int
+    path: str
+    title: str
+    type: str
+    project: str | None
+    tags: list[str]
+    aliases: list[str]
+    created: str | None
+    last_verified: str | None
+    updated: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    indexed_ns: int
+    observed_at: str
+    source_rev: str | None
+    meta: dict[str, Any]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    id: int
+    ord: int
+    heading: str
+    line_start: int
+    line_end: int
+    text: str
+    embed_hash: str
+    fts_title: str
+    fts_heading: str
+    fts_body: str
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A chunk without a vector for the current model, with what its embedding text needs."""
+
+    id: int
+    library_id: int
+    embed_hash: str
+    title: str
+    aliases: list[str]
+    heading: str
+    text: str
+
+
+@dataclass
+class Filters:
+    """Metadata filters shared by the BM25 and vector candidate queries."""
+
+    library_ids: list[int] | None = None
+    types: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    since: str | None = None
+
+    @property
+    def only_libraries(self) -> bool:
+        """True when no filter other than the library is set (vectors filter that in memory)."""
+        return not (self.types or self.tags or self.since)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.library_ids is not None:
+            clauses.append(f"e.library_id IN ({marks(len(self.library_ids))})")
+            params += self.library_ids
+        if self.types:
+            clauses.append(f"e.type IN ({marks(len(self.types))})")
+            params += self.types
+        for tag in self.tags:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM entry_tag t WHERE t.entry_id = e.id AND t.tag = ?)"
+            )
+            params.append(tag)
+        if self.since:
+            clauses.append("e.updated >= ?")
+            params.append(self.since)
+        return " AND ".join(clauses) or "1", params
+
+
+@dataclass(frozen=True)
+class HitRow:
+    chunk_id: int
+    entry_id: str
+    ord: int
+    heading: str
+    line_start: int
+    line_end: int
+    text: str
+    path: str
+    title: str
+    type: str
+    tags: list[str]
+    project: str | None
+    created: str | None
+    last_verified: str | None
+    updated: str
+    mtime_ns: int
+    library: str
+    library_path: str
+    scope: str
+
+
+HIT_SELECT = """
+SELECT c.id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path, e.title,
+       e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns, l.name,
+       l.path, l.scope
+FROM chunk c JOIN entry e ON e.id = c.entry_id JOIN library l ON l.id = e.library_id
+"""
+
+
+def hit_row(row: Sequence[Any]) -> HitRow:
+    values = list(row)
+    values[10] = json.loads(values[10])
+    return HitRow(*values)

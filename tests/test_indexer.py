@@ -1,0 +1,274 @@
+"""Indexing: incremental updates, idempotence, hostile files, crashes, rebuilds.
+
+RELIABILITY 1, 9, 10, 11, 15 (checkpoint), 17.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from brainmap import ops
+from brainmap.indexer import CRASH_ENV
+from brainmap.store import Store
+from conftest import EXAMPLE, run_cli, write
+
+
+def _reindex(brain: ops.Brain, **kw: object) -> ops.ReindexReport:
+    return ops.reindex(brain, ops.ReindexInput(**kw))  # type: ignore[arg-type]
+
+
+def _paths(brain: ops.Brain) -> set[str]:
+    return {row[2] for row in brain.store.snapshot()["entries"]}
+
+
+def _no_orphans(brain: ops.Brain) -> None:
+    assert brain.store.orphans() == {"chunks": 0, "fts": 0, "vectors": 0, "missing_fts": 0}
+    assert brain.store.integrity() == []
+
+
+def test_index_example_library(brain: ops.Brain) -> None:
+    counts = brain.store.counts()
+    assert counts["entries"] == len(list(EXAMPLE.rglob("*.md")))
+    assert counts["chunks"] >= counts["entries"]
+    assert counts["vectors"] == counts["chunks"]
+    assert brain.store.pending_count(brain.searcher.model) == 0
+    _no_orphans(brain)
+
+
+def test_edit_rename_delete_are_reflected(brain: ops.Brain, library: Path) -> None:
+    """RELIABILITY 10: no orphans in entries, FTS, vectors after external changes."""
+    note = library / "gotchas" / "cron-timezone.md"
+    note.write_text(note.read_text() + "\nAlso check the daylight saving switch: zebrafish.\n")
+    report = _reindex(brain).libraries[-1]
+    assert (report.updated, report.added, report.deleted) == (1, 0, 0)
+    assert (
+        brain.searcher.search("zebrafish", mode="bm25").hits[0].path == "gotchas/cron-timezone.md"
+    )
+
+    note.rename(library / "gotchas" / "cron-tz.md")
+    report = _reindex(brain).libraries[-1]
+    assert (report.added, report.deleted) == (1, 1)
+    hits = brain.searcher.search("zebrafish", mode="bm25").hits
+    assert [h.path for h in hits] == ["gotchas/cron-tz.md"]
+
+    shutil.rmtree(library / "patterns")
+    report = _reindex(brain).libraries[-1]
+    assert report.deleted == 3
+    assert not any(p.startswith("patterns/") for p in _paths(brain))
+    assert all(not h.path.startswith("patterns/") for h in brain.searcher.search("nginx").hits)
+    _no_orphans(brain)
+    assert brain.store.counts()["vectors"] == brain.store.counts()["chunks"]
+
+
+def test_same_title_notes_are_distinct_entries(brain: ops.Brain, library: Path) -> None:
+    write(library / "a" / "note.md", "# Same title\n\nfirst kumquat\n")
+    write(library / "b" / "note.md", "# Same title\n\nsecond kumquat\n")
+    _reindex(brain)
+    hits = brain.searcher.search("kumquat", mode="bm25").hits
+    assert sorted(h.path for h in hits) == ["a/note.md", "b/note.md"]
+    assert len({h.id for h in hits}) == 2
+
+
+def test_unchanged_library_changes_nothing(brain: ops.Brain, library: Path) -> None:
+    """RELIABILITY 9: no file rewritten, no row changed, frontmatter bytes untouched."""
+    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in library.rglob("*.md")}
+    before = brain.store.snapshot()
+    time.sleep(2.1)  # past the racy window of the first index
+    _reindex(brain)  # re-hashes entries written within the racy window, once
+    changes = brain.store.conn.total_changes()
+    report = _reindex(brain).libraries[-1]
+    assert brain.store.conn.total_changes() == changes
+    assert report.unchanged == report.files and report.added == report.updated == 0
+    assert brain.store.snapshot() == before
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in library.rglob("*.md")} == files
+
+
+def test_touch_without_change_is_not_reparsed(brain: ops.Brain, library: Path) -> None:
+    note = library / "es" / "cache-redis.md"
+    before = brain.store.snapshot()
+    os.utime(note, (time.time() + 5, time.time() + 5))
+    report = _reindex(brain).libraries[-1]
+    assert report.updated == 0 and report.unchanged == report.files
+    assert brain.store.snapshot() == before
+
+
+def test_full_reindex_re_embeds_nothing(brain: ops.Brain) -> None:
+    before = brain.store.snapshot()
+    report = _reindex(brain, full=True)
+    assert report.embedding is not None and report.embedding.embedded == 0
+    assert brain.store.snapshot() == before
+
+
+def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Path) -> None:
+    """RELIABILITY 17: any encoding, any frontmatter, a 50 MB file, symlink loops."""
+    (library / "binary.md").write_bytes(b"\x00\x01\x02PNG" * 100)
+    (library / "latin1.md").write_bytes("# Crème brûlée\n\nrecette française\n".encode("cp1252"))
+    (library / "utf16.md").write_bytes("# 標題\n\n内容\n".encode("utf-16"))
+    write(library / "bad-yaml.md", "---\ntitle: [oops\n---\n# Still here\n\nbody text\n")
+    write(
+        library / "weird-yaml.md", "---\n? [complex, key]\n: !!binary aGVsbG8=\ntags: 12\n---\nok\n"
+    )
+    write(library / "nested.md", "---\n" + "a:\n " * 200 + "b: 1\n---\ndeep\n")
+    with open(library / "huge.md", "wb") as handle:
+        handle.write(b"# Huge\n" + b"lorem ipsum dolor sit amet\n" * 2_000_000)  # ~54 MB
+    os.symlink(library / "loop.md", library / "loop.md")
+    (library / "dir").mkdir()
+    os.symlink(library / "dir", library / "dir" / "self")
+    outside = tmp_path / "outside"
+    write(outside / "secret.md", "# Secret\n\nnever index me\n")
+    os.symlink(outside / "secret.md", library / "escape.md")
+    os.symlink(outside, library / "escape-dir")
+    os.symlink(library / "missing-target.md", library / "dangling.md")
+
+    report = _reindex(brain).libraries[-1]
+    skipped = {path: reason for _, path, reason in brain.store.skipped()}
+    assert "binary" in skipped["binary.md"]
+    assert "max_file_mb" in skipped["huge.md"]
+    assert "outside" in skipped["escape.md"]
+    assert "looping" in skipped["loop.md"]
+    assert "dangling.md" in skipped
+    assert report.skipped == len(skipped)
+    assert all(h.path != "escape.md" for h in brain.searcher.search("never index me").hits)
+    assert not any(p.startswith("escape-dir/") for p in _paths(brain))
+    assert brain.searcher.search("brûlée", mode="bm25").hits[0].path == "latin1.md"
+    assert brain.searcher.search("内容", mode="bm25").hits[0].path == "utf16.md"
+    assert brain.searcher.search("Still here", mode="bm25").hits[0].path == "bad-yaml.md"
+    warnings = {path: w for _, path, w in brain.store.entry_warnings()}
+    assert any("broken frontmatter" in w for w in warnings["bad-yaml.md"])
+    assert any("Windows-1252" in w for w in warnings["latin1.md"])
+    doctor = ops.doctor(brain, ops.NoInput())
+    listed = next(c for c in doctor.checks if c.name == "skipped").items
+    assert any(item.startswith("example:huge.md") for item in listed)
+    assert any(item.startswith("example:bad-yaml.md") for item in listed)
+    _no_orphans(brain)
+    # a skipped file that becomes readable is indexed and its skip record goes away
+    (library / "binary.md").write_text("# Fixed\n\nnow text\n")
+    _reindex(brain)
+    assert "binary.md" not in {p for _, p, _ in brain.store.skipped()}
+
+
+def test_wal_is_checkpointed_after_bulk_work(brain: ops.Brain, library: Path) -> None:
+    """RELIABILITY 15: after a bulk reindex the WAL does not keep the data."""
+    for i in range(300):
+        write(library / "bulk" / f"n{i}.md", f"# Note {i}\n\n" + "filler text " * 50)
+    _reindex(brain, embed=False)
+    wal = Path(f"{brain.cfg.db_path}-wal")
+    assert not wal.exists() or wal.stat().st_size < 64 * 1024
+
+
+def test_search_in_another_process_while_reindex_runs(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "big"
+    for i in range(1500):
+        write(lib / f"d{i // 100}" / f"n{i}.md", f"# Note {i}\n\nalpha beta gamma {i}\n")
+    run_cli(home, "library", "add", "big", str(lib))
+    run_cli(home, "reindex", "--no-embed")
+    for path in list(lib.rglob("*.md"))[:1200]:
+        path.write_text(path.read_text() + "\nchanged delta\n")
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "brainmap", "--home", str(home), "reindex", "--no-embed"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    searched = 0
+    while writer.poll() is None:
+        proc = run_cli(home, "search", "alpha", "--mode", "bm25", "--json")
+        assert json.loads(proc.stdout)["hits"]
+        searched += 1
+    assert writer.returncode == 0, writer.stderr.read() if writer.stderr else ""
+    assert searched >= 1
+
+
+def _make_library(root: Path, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+    for i in range(count):
+        body = "\n\n".join(
+            f"## Part {j}\n\n" + " ".join(rng.choice(words) for _ in range(rng.randint(5, 30)))
+            for j in range(rng.randint(1, 3))
+        )
+        write(
+            root / f"f{i % 7}" / f"note-{i}.md",
+            f"---\ntags: [t{i % 5}]\n---\n# Note {i}\n\n{body}\n",
+        )
+
+
+def _comparable(path: Path) -> dict[str, object]:
+    s = Store(path)
+    try:
+        assert s.integrity() == []
+        snap = s.snapshot()
+        return {k: v for k, v in snap.items() if k != "libraries"}
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+def test_kill_during_reindex_then_reindex_equals_fresh_build(
+    tmp_path: Path, warm_cache: Path
+) -> None:
+    """RELIABILITY 1: kill -9 at random moments and at injected points (mid-transaction, in
+    the text pass and in the embedding pass); the next reindex repairs everything."""
+    lib = tmp_path / "lib"
+    _make_library(lib, 80, seed=1)
+    fresh = tmp_path / "fresh"
+    run_cli(fresh, "library", "add", "lib", str(lib))
+    run_cli(fresh, "reindex")
+    expected = _comparable(fresh / "brain.db")
+    assert expected["vectors"]
+
+    crashed = tmp_path / "crashed"
+    run_cli(crashed, "library", "add", "lib", str(lib))
+    shutil.copyfile(fresh / "vectors.db", crashed / "vectors.db")  # embeddings from cache: fast
+    for point in ("text:1", "text:40", "text:77", "embed:1", "embed:3"):
+        proc = run_cli(crashed, "reindex", check=False, env={CRASH_ENV: point})
+        assert proc.returncode == 137, proc.stderr
+        # a crash mid-transaction leaves what was committed, never a broken database
+        Store(crashed / "brain.db").close()
+    rng = random.Random(5)
+    for attempt in range(4):
+        if attempt % 2:  # start over from nothing, so that the kill lands in real work
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{crashed / 'brain.db'}{suffix}").unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "brainmap", "--home", str(crashed), "reindex"]
+        )
+        time.sleep(rng.uniform(0.3, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    run_cli(crashed, "reindex")
+    assert _comparable(crashed / "brain.db") == expected
+
+
+def test_rebuild_after_deleting_the_index_hits_the_cache(brain: ops.Brain, home: Path) -> None:
+    """RELIABILITY 11 / DESIGN: delete brain.db, rebuild: same results, nothing re-embedded."""
+    queries = ["how to revert a commit", "copia di sicurezza", "密钥", "caché"]
+    before = [[(h.path, h.line_start) for h in brain.searcher.search(q).hits] for q in queries]
+    chunks = brain.store.counts()["chunks"]
+    brain.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home / 'brain.db'}{suffix}").unlink(missing_ok=True)
+    rebuilt = ops.Brain(home)
+    report = ops.reindex(rebuilt, ops.ReindexInput())
+    assert report.embedding is not None
+    assert report.embedding.embedded == 0 and report.embedding.cached == chunks
+    after = [[(h.path, h.line_start) for h in rebuilt.searcher.search(q).hits] for q in queries]
+    assert after == before
+    rebuilt.close()
+
+
+def test_library_remove_drops_rows_not_files(brain: ops.Brain, library: Path) -> None:
+    files = sorted(p.read_bytes() for p in library.rglob("*.md"))
+    removed = ops.library_remove(brain, ops.LibraryNameInput(name="example"))
+    assert removed.entries_removed == len(files)
+    assert brain.store.counts()["entries"] == 0 and brain.store.counts()["vectors"] == 0
+    assert sorted(p.read_bytes() for p in library.rglob("*.md")) == files
+    _no_orphans(brain)

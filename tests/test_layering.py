@@ -1,0 +1,85 @@
+"""Architecture rules (DESIGN.md): lower layers never import upper ones; SQL only in the store."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "brainmap"
+
+# Each module may import only modules of a lower (or its own) layer.
+LAYERS = {
+    "errors": 0, "analysis": 0, "safefile": 0,
+    "config": 1, "markdown": 1, "embed": 1,
+    "store": 2,
+    "indexer": 3, "search": 3,
+    "evaluate": 4,
+    "ops": 5,
+    "cli": 6, "__main__": 7,
+}  # fmt: skip
+
+SQL = re.compile(
+    r"\b(SELECT\s+.+\s+FROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+    r"CREATE\s+(TABLE|INDEX|VIRTUAL|TRIGGER)|PRAGMA\s+\w+|BEGIN\s+IMMEDIATE)\b",
+    re.DOTALL,  # the project writes SQL keywords in capitals
+)
+
+
+def _modules() -> dict[str, ast.Module]:
+    """Top-level module name (a package counts as one module) -> parsed source, per file."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        top = rel.parts[0].removesuffix(".py")
+        out[f"{top}:{rel}"] = ast.parse(path.read_text(encoding="utf-8"))
+    return out
+
+
+def _top(key: str) -> str:
+    return key.split(":")[0]
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("brainmap"):
+            parts = node.module.split(".")
+            if len(parts) > 1:
+                names.add(parts[1])
+            else:
+                names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("brainmap."):
+                    names.add(alias.name.split(".")[1])
+    return names
+
+
+def test_every_module_has_a_layer() -> None:
+    assert {_top(key) for key in _modules()} - {"__init__"} == set(LAYERS)
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    for key, tree in _modules().items():
+        name = _top(key)
+        if name == "__init__":
+            continue
+        for imported in _imports(tree) - {"__version__"}:
+            assert LAYERS[imported] <= LAYERS[name], f"{key} imports upper-layer {imported}"
+
+
+def test_sql_only_in_the_store() -> None:
+    for key, tree in _modules().items():
+        name = _top(key)
+        if name == "store":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not SQL.search(node.value), f"SQL in {name}: {node.value[:60]!r}"
+
+
+def test_the_layer_check_would_catch_sql() -> None:
+    assert SQL.search("SELECT id FROM entry") and SQL.search("DELETE FROM chunk WHERE id=?")
+    assert SQL.search("PRAGMA user_version") and SQL.search("INSERT OR IGNORE INTO t")
+    assert not SQL.search("Select the library you want from the list")

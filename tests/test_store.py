@@ -1,0 +1,145 @@
+"""The store's contracts: PRAGMAs, migrations, write locking, hygiene (RELIABILITY 4, 5, 6, 11, 15)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+from brainmap import ops, store
+from brainmap.errors import UserError
+from brainmap.store import SCHEMA_VERSION, Store, VectorCache
+
+
+def _assert_contract(conn: apsw.Connection) -> None:
+    def value(name: str) -> object:
+        return conn.execute(f"PRAGMA {name}").fetchall()[0][0]
+
+    assert value("journal_mode") == "wal"
+    assert value("foreign_keys") == 1
+    assert value("synchronous") == 1
+    assert int(value("busy_timeout")) >= 5000  # type: ignore[call-overload]
+
+
+def test_pragma_contract_on_every_connection(tmp_path: Path) -> None:
+    """RELIABILITY 6: the one factory sets every PRAGMA, for the index and the cache."""
+    _assert_contract(store.connect(tmp_path / "a.db"))
+    s = Store(tmp_path / "brain.db")
+    _assert_contract(s.conn)
+    assert s.pragmas() == {"journal_mode": "wal", "foreign_keys": 1, "synchronous": 1,
+                           "busy_timeout": store.BUSY_TIMEOUT_MS}  # fmt: skip
+    cache = VectorCache(tmp_path / "vectors.db")
+    _assert_contract(cache.conn)
+    s.close()
+    cache.close()
+
+
+def test_write_waits_for_another_writer(tmp_path: Path) -> None:
+    """RELIABILITY 4: while another connection holds a write transaction for ~1 s, our write
+    path (BEGIN IMMEDIATE + busy timeout) waits and succeeds."""
+    path = tmp_path / "brain.db"
+    s = Store(path)
+    other = store.connect(path)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO meta(key, value) VALUES ('holder', 1)")
+    release = threading.Timer(1.0, lambda: other.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    library_id = s.ensure_library("lib", "/tmp/x", "project")
+    waited = time.monotonic() - started
+    release.join()
+    assert library_id > 0
+    assert waited >= 0.8  # it really waited for the other writer
+    assert s.library_ids(["lib"]) == {"lib": library_id}
+    s.close()
+    other.close()
+
+
+def test_deferred_read_then_write_fails_where_immediate_waits(tmp_path: Path) -> None:
+    """Why BEGIN IMMEDIATE: the same read-then-write in a deferred transaction fails at once."""
+    path = tmp_path / "brain.db"
+    Store(path).close()
+    holder, deferred = store.connect(path), store.connect(path)
+    holder.execute("BEGIN IMMEDIATE")
+    deferred.execute("BEGIN")
+    deferred.execute("SELECT count(*) FROM library").fetchall()
+    holder.execute("INSERT INTO library(name, path, scope) VALUES ('a', '/a', 'project')")
+    holder.execute("COMMIT")
+    with pytest.raises(apsw.BusyError):
+        deferred.execute("INSERT INTO library(name, path, scope) VALUES ('b', '/b', 'project')")
+    deferred.execute("ROLLBACK")
+
+
+_OPEN_SCRIPT = """
+import sys, time
+from brainmap.store import Store
+while time.time() < float(sys.argv[2]):
+    time.sleep(0.001)
+s = Store(sys.argv[1])
+print(s.schema_version())
+s.close()
+"""
+
+
+def test_cold_start_race_migrates_once(tmp_path: Path) -> None:
+    """RELIABILITY 5: N processes open a brand-new database at the same moment."""
+    path = tmp_path / "brain.db"
+    start_at = str(time.time() + 1.5)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _OPEN_SCRIPT, str(path), start_at],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]  # fmt: skip
+    results = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in results]
+    assert all(out.strip() == str(SCHEMA_VERSION) for out, _ in results)
+    conn = store.connect(path)
+    tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'entry'").fetchall()
+    assert tables[0][0] == 1
+    assert conn.execute("SELECT value FROM meta WHERE key = 'vec_gen'").fetchall() == [(0,)]
+
+
+def test_old_schema_is_rebuilt_and_newer_schema_refused(tmp_path: Path) -> None:
+    """RELIABILITY 11: an old-layout database is rebuilt automatically; a newer one is refused."""
+    path = tmp_path / "brain.db"
+    conn = store.connect(path)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("CREATE VIRTUAL TABLE notes_fts USING fts5(body)")
+    conn.execute("INSERT INTO notes(body) VALUES ('old layout')")
+    conn.close()
+    s = Store(path)
+    assert s.schema_version() == SCHEMA_VERSION
+    names = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+    assert "notes" not in names and "notes_fts" not in names and "entry" in names
+    s.close()
+    conn = store.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(UserError, match="newer"):
+        Store(path)
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_open_close_200_times_leaks_nothing(tmp_path: Path) -> None:
+    """RELIABILITY 15: no file descriptors or threads left behind."""
+    home = tmp_path / "home"
+    ops.Brain(home).close()
+    for _ in range(5):  # warm up lazy imports
+        with ops.Brain(home) as b:
+            b.store.counts()
+    fds, threads = _fds(), threading.active_count()
+    for _ in range(200):
+        with ops.Brain(home) as b:
+            b.store.counts()
+            b.searcher.search("anything", mode="bm25")
+    assert _fds() <= fds
+    assert threading.active_count() <= threads

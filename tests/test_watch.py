@@ -1,0 +1,53 @@
+"""`brainmap watch` keeps the index current as files change."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import run_cli, write
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError("condition not met in time")
+
+
+def _paths(home: Path, query: str) -> list[str]:
+    out = run_cli(home, "search", query, "--mode", "bm25", "--json").stdout
+    return [h["path"] for h in json.loads(out)["hits"]]
+
+
+def test_watch_follows_create_edit_delete(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    write(lib / "first.md", "# First\n\nplatypus\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "brainmap", "--home", str(home), "watch", "lib"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _eventually(lambda: _paths(home, "platypus") == ["first.md"])
+        write(lib / "sub" / "second.md", "# Second\n\nwombat\n")
+        _eventually(lambda: _paths(home, "wombat") == ["sub/second.md"])
+        (lib / "first.md").write_text("# First\n\nplatypus and quokka\n")
+        _eventually(lambda: _paths(home, "quokka") == ["first.md"])
+        (lib / "sub" / "second.md").unlink()
+        _eventually(lambda: _paths(home, "wombat") == [])
+        (lib / "ignored.txt").write_text("echidna")  # not markdown: no reindex needed
+        time.sleep(1)
+        assert _paths(home, "echidna") == []
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped" in out and "Traceback" not in err
