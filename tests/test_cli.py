@@ -168,3 +168,36 @@ def test_eval_and_compare(home: Path, warm_cache: Path, tmp_path: Path) -> None:
     bad.write_text("queries:\n  - query: x\n")
     proc = run_cli(home, "eval", str(bad), check=False)
     assert proc.returncode == 1 and "needs an 'expect' list" in proc.stderr
+
+
+def test_get_prints_titles_verbatim(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    write(lib / "m.md", "---\ntitle: 'Rich [/x] [bold]markup[/bold] in a title'\n---\nbody\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    run_cli(home, "reindex", "--no-embed")
+    out = run_cli(home, "get", "lib:m.md").stdout
+    assert "Rich [/x] [bold]markup[/bold] in a title" in out
+
+
+def test_damaged_index_is_a_message_with_the_fix(home: Path) -> None:
+    run_cli(home, "init")
+    (home / "brain.db").write_bytes(b"garbage" * 4096)
+    for command in (["stats"], ["doctor"], ["search", "x"]):
+        proc = run_cli(home, *command, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert "damaged or not a brainmap database" in proc.stderr and "delete" in proc.stderr
+
+
+def test_doctor_says_busy_instead_of_damaged(home: Path) -> None:
+    from brainmap import store
+
+    run_cli(home, "init")
+    holder = store.connect(home / "brain.db")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        proc = run_cli(home, "doctor", "--json", check=False)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    check = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "integrity")
+    assert not check["ok"] and "not checked" in check["detail"] and "again" in check["fix"]

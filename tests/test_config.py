@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from brainmap import config
+from brainmap.config import PathFilter, glob_regex
 from brainmap.errors import UserError
-from brainmap.indexer import PathFilter, glob_regex
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -32,6 +32,15 @@ def test_round_trip(tmp_path: Path) -> None:
         "[search]\nrrf_k = 'many'\n",
         "[search]\nunknown = 1\n",
         "[[library]]\npath = 'x'\n",
+        "[search]\nrrf_k = -1\n",
+        "[search]\ncandidates = 0\n",
+        "[search]\ndecay_floor = 2\n",
+        "[index]\nembed_batch = 0\n",
+        "[index]\nchunk_tokens = 12.5\n",
+        "[search]\nhalf_life_days = true\n",
+        "[[library]]\nname = 'a'\npath = '/x'\ninclude = '**/*.md'\n",
+        "[[library]]\nname = 'a'\npath = '/x'\nexclude = ['[z-a].md']\n",
+        "[[library]]\nname = 'a'\npath = '/x'\nscope = 'world'\n",
     ],
 )
 def test_bad_config_is_a_user_error(tmp_path: Path, text: str) -> None:
@@ -44,6 +53,17 @@ def test_bad_config_is_a_user_error(tmp_path: Path, text: str) -> None:
 def test_library_names_are_checked(name: str) -> None:
     with pytest.raises(UserError):
         config.check_library_name(name)
+
+
+def test_invalid_glob_is_refused_at_library_add(tmp_path: Path) -> None:
+    from brainmap import ops
+
+    brain = ops.Brain(tmp_path / "home")
+    with pytest.raises(UserError, match="invalid glob"):
+        ops.library_add(
+            brain, ops.LibraryAddInput(name="x", path=str(tmp_path), include=["[z-a].md"])
+        )
+    assert [lib.name for lib in config.load(tmp_path / "home").libraries] == ["brain"]
 
 
 def test_globs() -> None:

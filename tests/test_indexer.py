@@ -5,6 +5,8 @@ RELIABILITY 1, 9, 10, 11, 15 (checkpoint), 17.
 
 from __future__ import annotations
 
+import hashlib
+import http.server
 import json
 import os
 import random
@@ -12,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -104,9 +107,10 @@ def test_touch_without_change_is_not_reparsed(brain: ops.Brain, library: Path) -
 
 def test_full_reindex_re_embeds_nothing(brain: ops.Brain) -> None:
     before = brain.store.snapshot()
-    report = _reindex(brain, full=True)
-    assert report.embedding is not None and report.embedding.embedded == 0
-    assert brain.store.snapshot() == before
+    report = _reindex(brain, full=True, embed=False)
+    assert report.libraries[-1].updated == report.libraries[-1].files
+    assert brain.store.snapshot() == before  # FTS rows rewritten, vectors kept
+    assert brain.store.pending_count(brain.searcher.model) == 0
 
 
 def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Path) -> None:
@@ -129,6 +133,9 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     os.symlink(outside / "secret.md", library / "escape.md")
     os.symlink(outside, library / "escape-dir")
     os.symlink(library / "missing-target.md", library / "dangling.md")
+    os.mkfifo(library / "pipe.md")  # reading it would block forever
+    (library / "bad-name-\udcff.md").write_text("# odd name\n")  # not valid UTF-8 on disk
+    write(library / "alias-bomb.md", "---\nx: &a [*a]\n---\n# Alias bomb\n\nstill indexed\n")
 
     report = _reindex(brain).libraries[-1]
     skipped = {path: reason for _, path, reason in brain.store.skipped()}
@@ -137,6 +144,9 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     assert "outside" in skipped["escape.md"]
     assert "looping" in skipped["loop.md"]
     assert "dangling.md" in skipped
+    assert skipped["pipe.md"] == "not a regular file"
+    assert skipped["bad-name-\\xff.md"] == "file name is not valid UTF-8"
+    assert brain.searcher.search("still indexed", mode="bm25").hits[0].path == "alias-bomb.md"
     assert report.skipped == len(skipped)
     assert all(h.path != "escape.md" for h in brain.searcher.search("never index me").hits)
     assert not any(p.startswith("escape-dir/") for p in _paths(brain))
@@ -151,10 +161,13 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     assert any(item.startswith("example:huge.md") for item in listed)
     assert any(item.startswith("example:bad-yaml.md") for item in listed)
     _no_orphans(brain)
-    # a skipped file that becomes readable is indexed and its skip record goes away
+    # skipped files are not read again while unchanged; one that becomes readable is indexed
+    again = _reindex(brain).libraries[-1]
+    assert (again.skipped, again.added, again.updated, again.deleted) == (report.skipped, 0, 0, 0)
     (library / "binary.md").write_text("# Fixed\n\nnow text\n")
     _reindex(brain)
     assert "binary.md" not in {p for _, p, _ in brain.store.skipped()}
+    assert brain.searcher.search("now text", mode="bm25").hits[0].path == "binary.md"
 
 
 def test_wal_is_checkpointed_after_bulk_work(brain: ops.Brain, library: Path) -> None:
@@ -168,11 +181,11 @@ def test_wal_is_checkpointed_after_bulk_work(brain: ops.Brain, library: Path) ->
 
 def test_search_in_another_process_while_reindex_runs(home: Path, tmp_path: Path) -> None:
     lib = tmp_path / "big"
-    for i in range(1500):
+    for i in range(4000):
         write(lib / f"d{i // 100}" / f"n{i}.md", f"# Note {i}\n\nalpha beta gamma {i}\n")
     run_cli(home, "library", "add", "big", str(lib))
     run_cli(home, "reindex", "--no-embed")
-    for path in list(lib.rglob("*.md"))[:1200]:
+    for path in list(lib.rglob("*.md"))[:3500]:
         path.write_text(path.read_text() + "\nchanged delta\n")
     writer = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "--home", str(home), "reindex", "--no-embed"],
@@ -199,6 +212,11 @@ def _make_library(root: Path, count: int, seed: int) -> None:
             root / f"f{i % 7}" / f"note-{i}.md",
             f"---\ntags: [t{i % 5}]\n---\n# Note {i}\n\n{body}\n",
         )
+
+
+def _drop_index(home: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home / 'brain.db'}{suffix}").unlink(missing_ok=True)
 
 
 def _comparable(path: Path) -> dict[str, object]:
@@ -233,17 +251,20 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
         assert proc.returncode == 137, proc.stderr
         # a crash mid-transaction leaves what was committed, never a broken database
         Store(crashed / "brain.db").close()
+    # random moments: each run starts from nothing (so there is real work) and is killed
+    # somewhere between start-up and the end of an uninterrupted run
+    command = [sys.executable, "-m", "brainmap", "--home", str(crashed), "reindex"]
+    _drop_index(crashed)
+    started = time.monotonic()
+    subprocess.run(command, check=True, capture_output=True)
+    duration = time.monotonic() - started
     rng = random.Random(5)
-    for attempt in range(4):
-        if attempt % 2:  # start over from nothing, so that the kill lands in real work
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{crashed / 'brain.db'}{suffix}").unlink(missing_ok=True)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "brainmap", "--home", str(crashed), "reindex"]
-        )
-        time.sleep(rng.uniform(0.3, 2.0))
+    for _ in range(4):
+        _drop_index(crashed)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 0.9) * duration)
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        assert proc.wait() == -signal.SIGKILL  # it was still running: the kill landed mid-run
     run_cli(crashed, "reindex")
     assert _comparable(crashed / "brain.db") == expected
 
@@ -254,8 +275,9 @@ def test_rebuild_after_deleting_the_index_hits_the_cache(brain: ops.Brain, home:
     before = [[(h.path, h.line_start) for h in brain.searcher.search(q).hits] for q in queries]
     chunks = brain.store.counts()["chunks"]
     brain.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{home / 'brain.db'}{suffix}").unlink(missing_ok=True)
+    _drop_index(home)
+    gc = ops.gc(ops.Brain(home), ops.NoInput())  # gc between delete and rebuild keeps the cache
+    assert gc.cache_entries_removed == 0 and gc.cache_kept_because
     rebuilt = ops.Brain(home)
     report = ops.reindex(rebuilt, ops.ReindexInput())
     assert report.embedding is not None
@@ -272,3 +294,78 @@ def test_library_remove_drops_rows_not_files(brain: ops.Brain, library: Path) ->
     assert brain.store.counts()["entries"] == 0 and brain.store.counts()["vectors"] == 0
     assert sorted(p.read_bytes() for p in library.rglob("*.md")) == files
     _no_orphans(brain)
+
+
+def test_unreadable_folder_keeps_its_entries(
+    brain: ops.Brain, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that cannot be read is reported, and its entries are not taken as deleted.
+
+    Tests run as root here, and root reads any folder, so the permission error is raised by
+    a wrapper around os.scandir for that one folder (what the OS would do for a normal user).
+    """
+    write(library / "locked" / "inner.md", "# Inner\n\nbehind the lock\n")
+    _reindex(brain, embed=False)
+    real_scandir = os.scandir
+
+    def scandir(path: os.PathLike[str] | str) -> object:
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr("brainmap.indexer.os.scandir", scandir)
+    report = _reindex(brain, embed=False).libraries[-1]
+    assert (report.deleted, report.skipped) == (0, 1)
+    hits = brain.searcher.search("behind the lock", mode="bm25").hits
+    assert hits[0].path == "locked/inner.md"
+    assert ("example", "locked", "cannot read folder: Permission denied") in brain.store.skipped()
+    monkeypatch.undo()
+    report = _reindex(brain, embed=False).libraries[-1]
+    assert report.skipped == 0 and brain.store.skipped() == []
+
+
+class _StandInEmbeddings(http.server.BaseHTTPRequestHandler):
+    """A stand-in for a remote OpenAI-compatible embeddings service (which cannot run here):
+    real HTTP and the real response shape; it rejects any batch containing the word POISON."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        texts = body["input"]
+        if any("POISON" in t for t in texts):
+            payload, status = {"error": {"message": "input rejected"}}, 400
+        else:
+            data = []
+            for i, text in enumerate(texts):
+                digest = hashlib.sha256(text.encode()).digest()
+                data.append({"index": i, "embedding": [b / 255 + 0.01 for b in digest[:8]]})
+            payload, status = {"object": "list", "data": data}, 200
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_rejected_chunk_does_not_hold_up_the_others(home: Path, tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StandInEmbeddings)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lib = tmp_path / "lib"
+        for i in range(40):
+            word = "POISON" if i == 3 else "fine"
+            write(lib / f"n{i:02d}.md", f"# Note {i}\n\n{word} text number {i}\n")
+        brain = ops.Brain(home)
+        brain.cfg.embedder = f"openai:http://127.0.0.1:{server.server_port}/v1#stand-in"
+        ops.library_add(brain, ops.LibraryAddInput(name="lib", path=str(lib)))
+        report = ops.reindex(brain, ops.ReindexInput()).embedding
+        assert report is not None and report.error is None
+        assert (report.embedded, report.failed, report.pending) == (39, 1, 1)
+        again = ops.reindex(brain, ops.ReindexInput()).embedding  # retried, still rejected
+        assert again is not None and (again.embedded, again.failed) == (0, 1)
+        brain.close()
+    finally:
+        server.shutdown()

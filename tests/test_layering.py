@@ -37,7 +37,7 @@ def _modules() -> dict[str, ast.Module]:
 
 
 def _top(key: str) -> str:
-    return key.split(":")[0]
+    return key.split(":", maxsplit=1)[0]
 
 
 def _imports(tree: ast.Module) -> set[str]:

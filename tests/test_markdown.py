@@ -99,7 +99,21 @@ def test_huge_paragraph_is_cut_between_lines() -> None:
 def test_bad_frontmatter_is_indexed_with_a_warning(frontmatter: str, warning: str) -> None:
     entry = parse(frontmatter, fallback_title="f")
     assert any(warning in w for w in entry.warnings)
-    assert entry.chunks  # the body is still searchable
+    text = "\n".join(c.text for c in entry.chunks)
+    assert "body" in text or "no end" in text  # the body is still searchable
+    if "date" not in warning:  # a block that is not YAML frontmatter is indexed as text too
+        assert frontmatter.split("\n")[1] in text
+
+
+def test_self_referencing_and_exponential_yaml_is_bounded() -> None:
+    entry = parse("---\nx: &a [*a]\n---\nbody\n", fallback_title="f")
+    assert entry.meta == {} and "self-referencing" in entry.warnings[0]
+    levels = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(7):
+        prev, name = chr(97 + i), chr(98 + i)
+        levels.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")
+    entry = parse("---\n" + "\n".join(levels) + "\n---\nbody\n", fallback_title="f")
+    assert entry.meta == {} and entry.chunks[0].text == "body"
 
 
 def test_crlf_and_bom_and_utf16() -> None:

@@ -125,6 +125,14 @@ def test_old_schema_is_rebuilt_and_newer_schema_refused(tmp_path: Path) -> None:
         Store(path)
 
 
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    path.write_bytes(b"this is not a database" * 1000)
+    with pytest.raises(UserError, match="damaged or not a brainmap database") as info:
+        Store(path)
+    assert "delete" in (info.value.hint or "")
+
+
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -141,5 +149,6 @@ def test_open_close_200_times_leaks_nothing(tmp_path: Path) -> None:
         with ops.Brain(home) as b:
             b.store.counts()
             b.searcher.search("anything", mode="bm25")
+            b.searcher.search("anything")  # hybrid: the query embedding runs in a thread
     assert _fds() <= fds
     assert threading.active_count() <= threads

@@ -391,20 +391,27 @@ def _print_hits(result: Any) -> None:
         )
         snippet = hit.snippet
         if pattern is not None:
-            snippet = pattern.sub(lambda m: click.style(m.group(0), fg="yellow", bold=True), snippet)
+            snippet = pattern.sub(
+                lambda m: click.style(m.group(0), fg="yellow", bold=True), snippet
+            )
         click.echo(f"    {snippet}")
 
 
 def _search_batch(source: Path) -> None:
-    from pydantic import ValidationError
-
-    from brainmap import ops
-
     brain = _brain()
     try:
         handle = sys.stdin if str(source) == "-" else source.open(encoding="utf-8")
     except OSError as exc:
         _fail(f"cannot read {source}: {exc.strerror}")
+    with handle:
+        _answer_batch(brain, handle)
+
+
+def _answer_batch(brain: Brain, handle: Any) -> None:
+    from pydantic import ValidationError
+
+    from brainmap import ops
+
     for line_no, line in enumerate(handle, 1):
         if not line.strip():
             continue
@@ -438,18 +445,19 @@ def get(ref: str, json_out: bool) -> None:
     entry = ops.get(_brain(), ops.GetInput(ref=ref))
     if json_out:
         return _print_json(entry)
-    console = _console()
-    console.print(f"[bold]{entry.title}[/]  [magenta]\\[{entry.library}][/] [cyan]{entry.path}[/]")
-    tags = ", ".join(entry.tags) or "-"
-    console.print(
-        f"id {entry.id} · type {entry.type} · tags {tags} · updated {entry.updated}", markup=False
+    click.echo(
+        click.style(entry.title, bold=True)
+        + click.style(f"  [{entry.library}] ", fg="magenta")
+        + click.style(entry.path, fg="cyan")
     )
+    tags = ", ".join(entry.tags) or "-"
+    click.echo(f"id {entry.id} · type {entry.type} · tags {tags} · updated {entry.updated}")
     for warning in entry.warnings:
-        console.print(f"warning: {warning}", markup=False, style="yellow")
+        click.echo(click.style(f"warning: {warning}", fg="yellow"))
     for chunk in entry.chunks:
         where = f"{chunk.heading or '(top)'} · lines {chunk.line_start}-{chunk.line_end}"
-        console.print(f"\n── {chunk.ord}: {where}", markup=False, style="dim")
-        console.print(chunk.text, markup=False)
+        click.echo(click.style(f"\n── {chunk.ord}: {where}", dim=True))
+        click.echo(chunk.text)
 
 
 # --- health ---------------------------------------------------------------------------------
@@ -517,6 +525,8 @@ def gc(json_out: bool) -> None:
         f"removed {len(r.libraries_removed)} libraries, {r.orphan_rows} orphan rows, "
         f"{r.old_model_vectors} old-model vectors, {r.cache_entries_removed} cache entries"
     )
+    if r.cache_kept_because:
+        click.echo(f"vector cache kept whole: {r.cache_kept_because}")
     click.echo(f"size {r.bytes_before / 1e6:.1f} MB -> {r.bytes_after / 1e6:.1f} MB")
 
 

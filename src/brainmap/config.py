@@ -35,9 +35,14 @@ class LibraryConfig:
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
 
     @property
-    def scope_label(self) -> str:
-        """``global`` or ``project:<name>``, as shown on entries."""
-        return "global" if self.scope == "global" else f"project:{self.name}"
+    def paths(self) -> PathFilter:
+        """The include/exclude filter (raises :class:`UserError` for an invalid glob)."""
+        return PathFilter(self.include, self.exclude)
+
+
+def scope_label(library: str, scope: str) -> str:
+    """``global`` or ``project:<library>``, as shown on entries."""
+    return "global" if scope == "global" else f"project:{library}"
 
 
 @dataclass
@@ -101,6 +106,60 @@ class Config:
         return [self.library(name) for name in dict.fromkeys(names)]
 
 
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a gitignore-like glob: ``**`` crosses folders, ``*`` and ``?`` do not."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+class PathFilter:
+    """Include/exclude globs of a library, matched against posix paths relative to its root."""
+
+    def __init__(self, include: list[str], exclude: list[str]) -> None:
+        try:
+            self._include = [glob_regex(g) for g in include]
+            self._exclude = [glob_regex(g) for g in exclude]
+            self._prune = [glob_regex(g[:-3]) for g in exclude if g.endswith("/**")]
+        except re.error as exc:
+            raise UserError(f"invalid glob in include/exclude: {exc}") from exc
+
+    def wants(self, rel: str) -> bool:
+        return any(r.fullmatch(rel) for r in self._include) and not any(
+            r.fullmatch(rel) for r in self._exclude
+        )
+
+    def prunes(self, rel_dir: str) -> bool:
+        return any(r.fullmatch(rel_dir) for r in self._prune)
+
+    def inside_pruned(self, rel: str) -> bool:
+        """True when any folder on the way to ``rel`` is excluded."""
+        parts = rel.split("/")[:-1]
+        return any(self.prunes("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
 def resolve_home(home: str | Path | None = None) -> Path:
     """``--home``, else ``$BRAINMAP_HOME``, else ``~/.brainmap``."""
     raw = home or os.environ.get("BRAINMAP_HOME") or Path.home() / ".brainmap"
@@ -122,18 +181,37 @@ def load(home: Path) -> Config:
         cfg.index = _section(IndexSettings, data.get("index", {}))
         cfg.search = _section(SearchSettings, data.get("search", {}))
         for raw in data.get("library", []):
-            cfg.libraries.append(
-                LibraryConfig(
-                    name=str(raw["name"]),
-                    path=Path(str(raw["path"])).expanduser(),
-                    scope=str(raw.get("scope", "project")),
-                    include=[str(g) for g in raw.get("include", DEFAULT_INCLUDE)],
-                    exclude=[str(g) for g in raw.get("exclude", DEFAULT_EXCLUDE)],
-                )
+            lib = LibraryConfig(
+                name=str(raw["name"]),
+                path=Path(str(raw["path"])).expanduser(),
+                scope=str(raw.get("scope", "project")),
+                include=_globs(raw, "include", DEFAULT_INCLUDE),
+                exclude=_globs(raw, "exclude", DEFAULT_EXCLUDE),
             )
+            if lib.scope not in SCOPES:
+                raise ValueError(f"library {lib.name}: scope must be project or global")
+            lib.paths  # noqa: B018 - validates the globs now, not in the middle of a reindex
+            cfg.libraries.append(lib)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{path}: bad setting ({exc})", hint=f"fix or delete {path}") from exc
     return cfg
+
+
+# Allowed ranges of the numeric settings (inclusive).
+_RANGES: dict[str, tuple[float, float]] = {
+    "chunk_tokens": (16, 100_000),
+    "max_file_mb": (0.001, 10_000),
+    "embed_batch": (1, 4096),
+    "rrf_k": (0, 10_000),
+    "bm25_weight": (0, 100),
+    "vector_weight": (0, 100),
+    "candidates": (1, 10_000),
+    "half_life_days": (0, 1e6),
+    "decay_floor": (0, 1),
+    "df_prune": (0.001, 1),
+    "title_weight": (0, 100),
+    "heading_weight": (0, 100),
+}
 
 
 def _section(cls: Any, raw: Any) -> Any:
@@ -144,8 +222,23 @@ def _section(cls: Any, raw: Any) -> Any:
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}")
     defaults = cls()
-    values = {k: type(getattr(defaults, k))(v) for k, v in raw.items()}
+    values = {}
+    for key, value in raw.items():
+        kind = type(getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{key} must be a number")
+        low, high = _RANGES[key]
+        if not low <= value <= high or (kind is int and value != int(value)):
+            raise ValueError(f"{key} = {value} is out of range [{low:g}, {high:g}]")
+        values[key] = kind(value)
     return cls(**values)
+
+
+def _globs(raw: dict[str, Any], key: str, default: list[str]) -> list[str]:
+    value = raw.get(key, default)
+    if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+        raise ValueError(f"library {key} must be a list of glob strings")
+    return list(value)
 
 
 def save(cfg: Config) -> None:

@@ -10,7 +10,8 @@ Golden file (YAML)::
         expect: [...]
         library: other        # optional per-query filter
 
-Metrics are computed on entries (the first chunk of an entry counts, later ones are ignored).
+Metrics are computed on the entries of the top 10 chunks (the first chunk of an entry counts,
+later ones are ignored), i.e. on what ``brainmap search`` shows by default.
 """
 
 from __future__ import annotations
@@ -142,8 +143,9 @@ def run(searcher: Searcher, golden: Path, modes: list[Mode] | None = None) -> Ev
     for mode in modes:
         sums = dict.fromkeys(METRICS, 0.0)
         for q in queries:
-            # ask for extra chunks: several chunks of one entry collapse into one result
-            hits = searcher.search(q.query, libraries=q.libraries, limit=DEPTH * 3, mode=mode).hits
+            # the top 10 chunks, as `brainmap search` shows them (several chunks of one entry
+            # count once, so fewer than 10 entries may come back)
+            hits = searcher.search(q.query, libraries=q.libraries, limit=DEPTH, mode=mode).hits
             ranked = _entries(hits)
             metrics, first = score(ranked, q.expect)
             for k, v in metrics.items():

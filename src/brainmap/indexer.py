@@ -13,21 +13,29 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brainmap.analysis import fts_text
-from brainmap.config import Config, LibraryConfig
+from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.errors import UserError
 from brainmap.markdown import DecodeError, decode, parse
 from brainmap.safefile import TEMP_PREFIX
-from brainmap.store import ChunkRecord, EntryRecord, EntryState, PendingChunk, Store, VectorCache
+from brainmap.store import (
+    ChunkRecord,
+    DatabaseError,
+    EntryRecord,
+    EntryState,
+    PendingChunk,
+    Store,
+    VectorCache,
+)
 
 if TYPE_CHECKING:
     from brainmap.embed import Embedder
@@ -41,6 +49,7 @@ BATCH_SECONDS = 0.5
 # Fault injection for the crash tests: "text:N" or "embed:N" exits the process abruptly
 # (like kill -9, open transaction included) at the N-th file or embedding batch.
 CRASH_ENV = "BRAINMAP_TEST_CRASH"
+MAX_EMBED_CHARS = 6000  # about 2,000 tokens, well above the 300-token chunks
 
 #: ``progress(phase, done, total)``; phase is "scan" or "embed".
 ProgressFn = Callable[[str, int, int | None], None]
@@ -68,6 +77,7 @@ class EmbedReport:
     model: str
     embedded: int = 0
     cached: int = 0
+    failed: int = 0
     pending: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -82,70 +92,27 @@ class ReindexReport:
 # --- globs and scanning ---------------------------------------------------------------------
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a gitignore-like glob: ``**`` crosses folders, ``*`` and ``?`` do not."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1 : end]
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-class PathFilter:
-    """Include/exclude globs of a library, matched against posix paths relative to its root."""
-
-    def __init__(self, include: list[str], exclude: list[str]) -> None:
-        self._include = [glob_regex(g) for g in include]
-        self._exclude = [glob_regex(g) for g in exclude]
-        self._prune = [glob_regex(g[:-3]) for g in exclude if g.endswith("/**")]
-
-    def wants(self, rel: str) -> bool:
-        return any(r.fullmatch(rel) for r in self._include) and not any(
-            r.fullmatch(rel) for r in self._exclude
-        )
-
-    def prunes(self, rel_dir: str) -> bool:
-        return any(r.fullmatch(rel_dir) for r in self._prune)
-
-    def inside_pruned(self, rel: str) -> bool:
-        """True when any folder on the way to ``rel`` is excluded."""
-        parts = rel.split("/")[:-1]
-        return any(self.prunes("/".join(parts[:i])) for i in range(1, len(parts) + 1))
-
-
 @dataclass(frozen=True)
 class Found:
+    """A file (or, with ``folder`` set, an unreadable folder) seen by :func:`scan`."""
+
     rel: str
     path: Path
     stat: os.stat_result | None
     problem: str | None = None
+    folder: bool = False
+
+
+def _printable(rel: str) -> str:
+    """A file name that is not valid UTF-8 cannot be stored as is; show it escaped."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
     """Yield the library's markdown files (sorted per folder), never following folder symlinks.
 
-    A symlinked file is indexed only when it resolves inside the library; one that leaves it
-    (or dangles) is reported with a problem instead.
+    Everything that cannot be indexed is yielded with a problem instead: a symlink leaving the
+    library (or dangling), a pipe or device, a name that is not UTF-8, an unreadable folder.
     """
     root_real = root.resolve()
     stack = [("", root)]
@@ -154,7 +121,11 @@ def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
         try:
             with os.scandir(folder) as it:
                 items = sorted(it, key=lambda d: d.name)
-        except OSError:
+        except OSError as exc:
+            if rel_dir:
+                yield Found(
+                    rel_dir.rstrip("/"), folder, None, f"cannot read folder: {exc.strerror}", True
+                )
             continue
         subdirs = []
         for item in items:
@@ -173,19 +144,28 @@ def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
             if not paths.wants(rel):
                 continue
             path = Path(item.path)
+            printable = _printable(rel)
+            if printable != rel:
+                yield Found(printable, path, None, "file name is not valid UTF-8")
+                continue
             if item.is_symlink():
                 try:
                     target = path.resolve(strict=True)
                 except (OSError, RuntimeError):
                     yield Found(rel, path, None, "broken or looping symlink")
                     continue
-                if not target.is_relative_to(root_real) or not target.is_file():
+                if not target.is_relative_to(root_real):
                     yield Found(rel, path, None, "symlink pointing outside the library")
                     continue
             try:
-                yield Found(rel, path, path.stat())
+                st = path.stat()
             except OSError as exc:
                 yield Found(rel, path, None, f"cannot stat: {exc.strerror}")
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a pipe would block the read forever
+                yield Found(rel, path, None, "not a regular file")
+                continue
+            yield Found(rel, path, st)
         stack.extend(reversed(subdirs))
 
 
@@ -217,11 +197,15 @@ def title_line(title: str, aliases: list[str]) -> str:
 
 
 def embed_text(title: str, aliases: list[str], heading: str, text: str) -> str:
-    """What is embedded for a chunk: its entry title and heading path give it context."""
+    """What is embedded for a chunk: its entry title and heading path give it context.
+
+    Pathological chunks (a huge code block) are cut at ``MAX_EMBED_CHARS``: their vector
+    describes their beginning, BM25 still sees all of it.
+    """
     head = title_line(title, aliases)
     if heading and heading != title:
         head += "\n" + heading
-    return f"{head}\n\n{text}"
+    return f"{head}\n\n{text}"[:MAX_EMBED_CHARS]
 
 
 def _iso(ts_ns: int) -> str:
@@ -285,39 +269,61 @@ def index_library(
         )
     library_id = store.ensure_library(lib.name, str(root), lib.scope)
     states = store.entry_states(library_id)
+    known_skips = store.skip_states(library_id)
     report = LibraryReport(lib.name)
     max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
     seen: set[str] = set()
     skipped: set[str] = set()
+    unreadable: list[str] = []  # folders whose entries must be kept, not taken as deleted
     batch = _Batch(store)
     try:
-        for found in scan(root, PathFilter(lib.include, lib.exclude)):
+        for found in scan(root, lib.paths):
             report.files += 1
             seen.add(found.rel)
             if progress and report.files % 500 == 0:
                 progress("scan", report.files, None)
+            if found.folder:
+                unreadable.append(found.rel + "/")
             old = states.get(found.rel)
-            problem = found.problem
+            problem, keep_old = found.problem, False
             if problem is None and found.stat is not None:
                 st = found.stat
                 if not full and old and _same_stat(old, st):
                     report.unchanged += 1
+                    continue
+                if not full and known_skips.get(found.rel) == (st.st_mtime_ns, st.st_size):
+                    report.skipped += 1  # skipped before and unchanged: not read again
+                    skipped.add(found.rel)
                     continue
                 batch.tick()
                 _crash_point("text", report.files)
                 if st.st_size > max_bytes:
                     problem = f"larger than max_file_mb ({st.st_size / 1e6:.1f} MB)"
                 else:
-                    problem = _index_file(cfg, store, lib, library_id, found, old, full, report)
+                    try:
+                        problem = _index_file(cfg, store, lib, library_id, found, old, full, report)
+                    except DatabaseError:
+                        raise  # the database itself failed: stop, keep everything as it was
+                    except Exception as exc:  # a bug or an input we did not foresee
+                        problem, keep_old = f"cannot index: {type(exc).__name__}: {exc}", True
             if problem is not None:
                 batch.tick()
                 report.skipped += 1
                 skipped.add(found.rel)
-                store.record_skip(library_id, found.rel, problem, _now())
-                if old is not None:  # the file can no longer be read: drop its stale entry
+                seen_stat = found.stat
+                store.record_skip(
+                    library_id, found.rel, problem, _now(),
+                    seen_stat.st_mtime_ns if seen_stat else None,
+                    seen_stat.st_size if seen_stat else None,
+                )  # fmt: skip
+                if old is not None and not keep_old:  # unreadable now: drop its stale entry
                     store.delete_entries([old.id])
                     report.deleted += 1
-        gone = [state.id for rel, state in states.items() if rel not in seen]
+        gone = [
+            state.id
+            for rel, state in states.items()
+            if rel not in seen and not rel.startswith(tuple(unreadable))
+        ]
         store.delete_entries(gone)
         report.deleted += len(gone)
         store.clear_skips(library_id, skipped)
@@ -441,7 +447,7 @@ def diff_library(store: Store, lib: LibraryConfig) -> LibraryDiff:
     skipped = {path for name, path, _ in store.skipped() if name == lib.name}
     diff = LibraryDiff()
     seen: set[str] = set()
-    for found in scan(lib.path, PathFilter(lib.include, lib.exclude)):
+    for found in scan(lib.path, lib.paths):
         seen.add(found.rel)
         old = states.get(found.rel)
         if old is None:
@@ -470,7 +476,8 @@ def embed_pending(
     """Give every chunk of the libraries a vector for the configured model.
 
     Vectors come from the cache when the same text was embedded before (by any library or
-    an earlier index), otherwise from the model in batches.
+    an earlier index), otherwise from the model in batches. A chunk the model rejects is left
+    without a vector (counted in ``failed``) and does not hold up the others.
     """
     from brainmap.embed import load_embedder, model_id_of
 
@@ -484,16 +491,20 @@ def embed_pending(
     done = 0
     if progress:
         progress("embed", 0, total)
-    last_first: int | None = None
-    while True:
-        page = store.pending_chunks(model, library_ids, limit=batch_size * 8)
-        if not page or page[0].id == last_first:
-            break
-        last_first = page[0].id
+    after: int | None = None
+    while page := store.pending_chunks(model, library_ids, limit=batch_size * 8, after=after):
+        after = page[-1].id
         for start in range(0, len(page), batch_size):
             group = page[start : start + batch_size]
             vectors = _vectors_for(group, cache, embedder, model, report)
-            store.put_vectors(model, [(p.id, p.library_id, vectors[p.embed_hash]) for p in group])
+            store.put_vectors(
+                model,
+                [
+                    (p.id, p.library_id, vectors[p.embed_hash])
+                    for p in group
+                    if p.embed_hash in vectors
+                ],
+            )
             done += len(group)
             _crash_point("embed", done // batch_size)
             if progress:
@@ -510,24 +521,63 @@ def _vectors_for(
     model: str,
     report: EmbedReport,
 ) -> dict[str, bytes]:
+    """Vectors by embedding hash: cached ones, then fresh ones (one by one if a batch fails)."""
+    from brainmap.embed import EmbedderError
+
     wanted = {p.embed_hash: p for p in group}
     found = cache.get_many(model, list(wanted))
     report.cached += sum(1 for p in group if p.embed_hash in found)
     missing = [p for h, p in wanted.items() if h not in found]
-    if missing:
-        texts = [embed_text(p.title, p.aliases, p.heading, p.text) for p in missing]
-        matrix = embedder.passages(texts)
-        fresh = {
-            p.embed_hash: row.astype("float32").tobytes()
-            for p, row in zip(missing, matrix, strict=True)
-        }
-        cache.put_many(model, fresh.items())
-        found.update(fresh)
-        report.embedded += sum(1 for p in group if p.embed_hash in fresh)
+    if not missing:
+        return found
+    try:
+        pairs = list(zip(missing, _embed(embedder, missing), strict=True))
+    except EmbedderError:
+        pairs = []
+        for position, p in enumerate(missing):
+            try:
+                pairs.append((p, _embed(embedder, [p])[0]))
+            except EmbedderError:
+                report.failed += 1
+                if position >= 2 and not pairs:
+                    raise  # nothing goes through: the model or endpoint is down
+    fresh = {p.embed_hash: row.astype("float32").tobytes() for p, row in pairs}
+    cache.put_many(model, fresh.items())
+    found.update(fresh)
+    report.embedded += sum(1 for p in group if p.embed_hash in fresh)
     return found
 
 
+def _embed(embedder: Embedder, chunks: list[PendingChunk]) -> Any:
+    return embedder.passages([embed_text(p.title, p.aliases, p.heading, p.text) for p in chunks])
+
+
 # --- whole runs -----------------------------------------------------------------------------
+
+
+class ChangeFilter:
+    """Which library (if any) a file-system change concerns: a file the library indexes, a
+    folder (its files may have been created before the watcher saw the folder), or a deleted
+    path without a suffix (a folder gone with its files). Temp files and excluded folders
+    never count, nor do other files (editor swap files, ``.txt``)."""
+
+    def __init__(self, libs: list[LibraryConfig]) -> None:
+        self.roots = [(lib.path.resolve(), lib.paths, lib.name) for lib in libs]
+
+    def library(self, deleted: bool, path: str) -> str | None:
+        target = Path(path)
+        if target.name.startswith(TEMP_PREFIX):
+            return None
+        for root, paths, name in self.roots:
+            if not target.is_relative_to(root) or target == root:
+                continue
+            rel = target.relative_to(root).as_posix()
+            if paths.inside_pruned(rel):
+                return None
+            if paths.wants(rel) or target.is_dir() or (deleted and not target.suffix):
+                return name
+            return None
+        return None
 
 
 def watch(
@@ -540,31 +590,30 @@ def watch(
     debounce_ms: int = 400,
 ) -> None:
     """Index now, then again whenever files of the libraries change, until ``stop`` is set."""
+    from watchfiles import Change
     from watchfiles import watch as watch_changes
 
     libs = cfg.select(names)
-    on_report(reindex(cfg, store, [lib.name for lib in libs]))
-    roots = [(lib.path.resolve(), PathFilter(lib.include, lib.exclude), lib.name) for lib in libs]
+    changes_of = ChangeFilter(libs)
 
-    def library_of(path: str) -> str | None:
-        target = Path(path)
-        if target.name.startswith(TEMP_PREFIX):
-            return None
-        for root, paths, name in roots:
-            if target.is_relative_to(root) and not paths.inside_pruned(
-                target.relative_to(root).as_posix()
-            ):
-                return name
-        return None
+    def library_of(change: Change, path: str) -> str | None:
+        return changes_of.library(change == Change.deleted, path)
 
+    started = False
     for changes in watch_changes(
-        *(root for root, _, _ in roots),
-        watch_filter=lambda _change, path: library_of(path) is not None,
+        *(root for root, _, _ in changes_of.roots),
+        watch_filter=lambda change, path: library_of(change, path) is not None,
         debounce=debounce_ms,
         stop_event=stop,
-        yield_on_timeout=False,
+        yield_on_timeout=True,  # the first (empty) yield means the watcher is running
+        rust_timeout=1000,
     ):
-        touched = sorted({name for _, path in changes if (name := library_of(path))})
+        if not started:
+            # index only once the watcher runs, so that no change made meanwhile is missed
+            started = True
+            on_report(reindex(cfg, store, [lib.name for lib in libs]))
+            continue
+        touched = sorted({name for change, path in changes if (name := library_of(change, path))})
         if touched:
             on_report(reindex(cfg, store, touched))
 

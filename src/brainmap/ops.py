@@ -17,12 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from brainmap import config as config_mod
 from brainmap import evaluate
-from brainmap.config import LibraryConfig, check_library_name, ensure_home, resolve_home
+from brainmap.config import (
+    LibraryConfig,
+    check_library_name,
+    ensure_home,
+    resolve_home,
+    scope_label,
+)
 from brainmap.errors import UserError
-from brainmap.indexer import ProgressFn, ReindexReport, diff_library
+from brainmap.indexer import ProgressFn, ReindexReport, diff_library, reindex_lock
 from brainmap.indexer import reindex as run_reindex
 from brainmap.search import Mode, Searcher, SearchResult
-from brainmap.store import SCHEMA_VERSION, Store, VectorCache
+from brainmap.store import SCHEMA_VERSION, DatabaseBusyError, Store, VectorCache
 
 
 class Brain:
@@ -139,15 +145,17 @@ class LibraryNameInput(_Input):
     name: str
 
 
-def _library_info(brain: Brain, lib: LibraryConfig) -> LibraryInfo:
+def _library_infos(brain: Brain, libs: list[LibraryConfig]) -> list[LibraryInfo]:
     counts = brain.store.library_counts()
-    rows = {row.name: row for row in brain.store.libraries()}
-    entries, chunks = counts.get(lib.name, (0, 0))
-    row = rows.get(lib.name)
-    return LibraryInfo(
-        lib.name, str(lib.path), lib.scope, lib.include, lib.exclude, entries, chunks,
-        row.indexed_at if row else None, lib.path.is_dir(),
-    )  # fmt: skip
+    indexed_at = {row.name: row.indexed_at for row in brain.store.libraries()}
+    out = []
+    for lib in libs:
+        entries, chunks = counts.get(lib.name, (0, 0))
+        info = LibraryInfo(lib.name, str(lib.path), lib.scope, lib.include, lib.exclude)
+        info.entries, info.chunks = entries, chunks
+        info.indexed_at, info.exists = indexed_at.get(lib.name), lib.path.is_dir()
+        out.append(info)
+    return out
 
 
 @op("library_add", LibraryAddInput, LibraryInfo, writes=True)
@@ -166,16 +174,17 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
         lib.include = list(inp.include)
     if inp.exclude is not None:
         lib.exclude = list(inp.exclude)
+    lib.paths  # noqa: B018 - an invalid glob is refused now, not at the next reindex
     brain.cfg.libraries.append(lib)
     brain.save_config()
     brain.store.ensure_library(lib.name, str(path), lib.scope)
-    return _library_info(brain, lib)
+    return _library_infos(brain, [lib])[0]
 
 
 @op("library_list", NoInput, list[LibraryInfo])
 def library_list(brain: Brain, inp: NoInput) -> list[LibraryInfo]:
     """List the libraries with their entry and chunk counts."""
-    return [_library_info(brain, lib) for lib in brain.cfg.libraries]
+    return _library_infos(brain, brain.cfg.libraries)
 
 
 @dataclass
@@ -188,9 +197,10 @@ class LibraryRemoved:
 def library_remove(brain: Brain, inp: LibraryNameInput) -> LibraryRemoved:
     """Forget a library: its index rows go, its files stay untouched."""
     lib = brain.cfg.library(inp.name)
-    brain.cfg.libraries.remove(lib)
-    brain.save_config()
-    return LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
+    with reindex_lock(brain.home):  # never under the feet of a running reindex
+        brain.cfg.libraries.remove(lib)
+        brain.save_config()
+        return LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
 
 
 # --- indexing -------------------------------------------------------------------------------
@@ -292,7 +302,7 @@ def get(brain: Brain, inp: GetInput) -> EntryInfo:
     ]
     return EntryInfo(
         id=row["id"], library=row["library"],
-        scope="global" if row["scope"] == "global" else f"project:{row['library']}",
+        scope=scope_label(row["library"], row["scope"]),
         path=row["path"], file=str(Path(row["library_path"]) / row["path"]),
         title=row["title"], type=row["type"], tags=row["tags"], aliases=row["aliases"],
         project=row["project"], created=row["created"], last_verified=row["last_verified"],
@@ -405,12 +415,17 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
               None if version == SCHEMA_VERSION else "delete brain.db and run `brainmap reindex`")
     )  # fmt: skip
-    problems = store.integrity()
-    checks.append(
-        Check("integrity", not problems, "database and full-text index are consistent"
-              if not problems else f"{len(problems)} problem(s)",
-              None if not problems else "delete brain.db and run `brainmap reindex`", problems)
-    )  # fmt: skip
+    try:
+        problems = store.integrity()
+    except DatabaseBusyError:
+        checks.append(Check("integrity", False, "not checked: another process kept the write "
+                            "lock for 10 s", "run `brainmap doctor` again"))  # fmt: skip
+    else:
+        checks.append(
+            Check("integrity", not problems, "database and full-text index are consistent"
+                  if not problems else f"{len(problems)} problem(s)",
+                  None if not problems else "delete brain.db and run `brainmap reindex`", problems)
+        )  # fmt: skip
     orphans = {k: v for k, v in store.orphans().items() if v}
     known = {lib.name for lib in brain.cfg.libraries}
     stray = [row.name for row in store.libraries() if row.name not in known]
@@ -464,32 +479,54 @@ class GcReport:
     orphan_rows: int
     old_model_vectors: int
     cache_entries_removed: int
+    cache_kept_because: str | None
     bytes_before: int
     bytes_after: int
 
 
 @op("gc", NoInput, GcReport, writes=True)
 def gc(brain: Brain, inp: NoInput) -> GcReport:
-    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum."""
-    store = brain.store
-    cfg = brain.cfg
-    before = _size(cfg.db_path) + _size(cfg.cache_path)
-    known = {lib.name for lib in cfg.libraries}
-    stray = [row.name for row in store.libraries() if row.name not in known]
-    for name in stray:
-        store.delete_library(name)
-    orphans = store.remove_orphans()
-    model = brain.searcher.model
-    old_vectors = store.delete_vectors_except(model)
-    cache = VectorCache(cfg.cache_path)
-    try:
-        removed = cache.prune(model, store.embed_hashes())
-        cache.vacuum()
-    finally:
-        cache.close()
-    store.vacuum()
-    after = _size(cfg.db_path) + _size(cfg.cache_path)
-    return GcReport(stray, orphans, old_vectors, removed, before, after)
+    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum.
+
+    Cached vectors that no chunk uses are dropped only when the index is complete and
+    current: right after brain.db was deleted they are exactly what the rebuild needs.
+    """
+    store, cfg = brain.store, brain.cfg
+    with reindex_lock(brain.home):
+        before = _size(cfg.db_path) + _size(cfg.cache_path)
+        known = {lib.name for lib in cfg.libraries}
+        stray = [row.name for row in store.libraries() if row.name not in known]
+        for name in stray:
+            store.delete_library(name)
+        orphans = store.remove_orphans()
+        model = brain.searcher.model
+        old_vectors = store.delete_vectors_except(model)
+        kept_because = _index_incomplete(brain)
+        removed = 0
+        cache = VectorCache(cfg.cache_path)
+        try:
+            if kept_because is None:
+                removed = cache.prune(model, store.embed_hashes())
+            cache.vacuum()
+        finally:
+            cache.close()
+        store.vacuum()
+        after = _size(cfg.db_path) + _size(cfg.cache_path)
+    return GcReport(stray, orphans, old_vectors, removed, kept_because, before, after)
+
+
+def _index_incomplete(brain: Brain) -> str | None:
+    """Why the index does not yet reflect every library (None when it does)."""
+    indexed = {row.name for row in brain.store.libraries()}
+    for lib in brain.cfg.libraries:
+        if lib.name not in indexed or not lib.path.is_dir():
+            return f"library {lib.name} is not indexed; run `brainmap reindex` first"
+        diff = diff_library(brain.store, lib)
+        if diff.new or diff.changed or diff.gone:
+            return f"library {lib.name} has unindexed changes; run `brainmap reindex` first"
+    if brain.store.pending_count(brain.searcher.model):
+        return "some chunks wait for vectors; run `brainmap reindex` first"
+    return None
 
 
 class EvalInput(_Input):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from brainmap.analysis import fold, fts_quote, is_stopword, query_terms
-from brainmap.config import Config
+from brainmap.config import Config, scope_label
 from brainmap.errors import UserError
 from brainmap.store import Filters, HitRow, Store
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
+MAX_CANDIDATE_TERMS = 400
 PRUNE_MIN_CHUNKS = 1000  # below this every informative term is cheap enough to keep
 SNIPPET_CHARS = 240
 
@@ -73,17 +74,15 @@ def parse_since(value: str | None) -> str | None:
     if not value:
         return None
     text = value.strip()
-    relative = re.fullmatch(r"(\d+)\s*([dwmy])", text.lower())
-    if relative:
-        days = int(relative.group(1)) * {"d": 1, "w": 7, "m": 30, "y": 365}[relative.group(2)]
-        return (dt.date.today() - dt.timedelta(days=days)).isoformat()
+    relative = re.fullmatch(r"(\d{1,9})\s*([dwmy])", text.lower())
     try:
-        return (
-            dt.datetime.fromisoformat(text).isoformat()
-            if len(text) > 10
-            else (dt.date.fromisoformat(text).isoformat())
-        )
-    except ValueError:
+        if relative:
+            days = int(relative.group(1)) * {"d": 1, "w": 7, "m": 30, "y": 365}[relative.group(2)]
+            return (dt.date.today() - dt.timedelta(days=days)).isoformat()
+        if len(text) > 10:
+            return dt.datetime.fromisoformat(text).isoformat()
+        return dt.date.fromisoformat(text).isoformat()
+    except (ValueError, OverflowError):
         raise UserError(
             f"--since {value!r} is not a date", hint="use YYYY-MM-DD or an age such as 30d, 6m"
         ) from None
@@ -201,7 +200,8 @@ class Searcher:
         in none); an FTS5 OR over frequent words costs far more and ranks no better.
         """
         phrases, terms = query_terms(query)
-        candidates = [t for t in terms if not is_stopword(t)] or terms
+        # the first few hundred distinct words are plenty to pick the rarest from
+        candidates = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
         freqs = self.store.doc_freqs(candidates)
         present = [t for t in candidates if freqs.get(t)]
         total = max(self.store.chunk_count(), 1)
@@ -271,6 +271,9 @@ class Searcher:
             if match:
                 weights = (settings.title_weight, settings.heading_weight, 1.0)
                 bm25_ids = self.store.bm25(match, filters, depth, weights)
+        else:  # the terms still pick the snippet
+            words = query_terms(query)[1]
+            result.terms = ([t for t in words if not is_stopword(t)] or words)[:MAX_QUERY_TERMS]
 
         vector_hits: list[tuple[int, float]] = []
         if pending_vector is not None:
@@ -286,11 +289,15 @@ class Searcher:
             else:
                 vector_hits = self.vectors.top(query_vector, depth, filters, allowed)
 
-        result.hits = self._fuse(bm25_ids, vector_hits, limit, query)
+        result.hits = self._fuse(bm25_ids, vector_hits, limit, result.terms)
         return result
 
     def _fuse(
-        self, bm25_ids: list[int], vector_hits: list[tuple[int, float]], limit: int, query: str
+        self,
+        bm25_ids: list[int],
+        vector_hits: list[tuple[int, float]],
+        limit: int,
+        terms: list[str],
     ) -> list[Hit]:
         s = self.cfg.search
         bm25_rank = {cid: r for r, cid in enumerate(bm25_ids, 1)}
@@ -311,13 +318,12 @@ class Searcher:
             decay = self._decay(row, now)
             scored.append((base * decay, decay, row))
         scored.sort(key=lambda item: (-item[0], item[2].chunk_id))
-        terms = query_terms(query)[1]
         return [
             Hit(
                 id=row.entry_id,
                 chunk_id=row.chunk_id,
                 library=row.library,
-                scope="global" if row.scope == "global" else f"project:{row.library}",
+                scope=scope_label(row.library, row.scope),
                 path=row.path,
                 title=row.title,
                 heading=row.heading,

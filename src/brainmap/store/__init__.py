@@ -4,6 +4,9 @@ Two SQLite files live in the home: ``brain.db`` (the disposable index) and ``vec
 (the embedding cache keyed by model id and text hash, which survives a rebuild of the index).
 """
 
+from apsw import BusyError as DatabaseBusyError
+from apsw import Error as DatabaseError
+
 from brainmap.store.cache import VectorCache
 from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect
 from brainmap.store.index import Store
@@ -22,6 +25,8 @@ __all__ = [
     "PRAGMAS",
     "SCHEMA_VERSION",
     "ChunkRecord",
+    "DatabaseBusyError",
+    "DatabaseError",
     "EntryRecord",
     "EntryState",
     "Filters",

@@ -17,12 +17,15 @@ CACHE_SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
 
+# The contract every connection honours (a test checks each one); busy_timeout comes first so
+# that even switching a new database to WAL waits for a concurrent opener.
 PRAGMAS = {
+    "busy_timeout": BUSY_TIMEOUT_MS,
     "journal_mode": "wal",
     "foreign_keys": 1,
     "synchronous": 1,  # NORMAL: durable at checkpoints, safe in WAL mode
-    "busy_timeout": BUSY_TIMEOUT_MS,
 }
+_TUNING = {"temp_store": "memory", "mmap_size": 256 * 1024 * 1024}
 
 _SCHEMA_V1 = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -108,14 +111,15 @@ CREATE TABLE skipped(
   path TEXT NOT NULL,
   reason TEXT NOT NULL,
   at TEXT NOT NULL,
+  mtime_ns INTEGER,
+  size INTEGER,
   PRIMARY KEY(library_id, path)
 ) WITHOUT ROWID;
 """
 
-# Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v.
+# Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
+# tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
-# Older databases (pre-release layouts) are rebuilt: the index is disposable.
-MIN_MIGRATABLE = 0
 
 CACHE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec(
@@ -128,14 +132,20 @@ CREATE TABLE IF NOT EXISTS vec(
 
 
 def connect(path: Path | str) -> apsw.Connection:
-    """Open a connection with every PRAGMA of the project's contract set."""
+    """Open a connection with every PRAGMA of the project's contract set.
+
+    A file that is not a SQLite database raises :class:`UserError` with the fix.
+    """
     conn = apsw.Connection(str(path))
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    conn.execute("PRAGMA journal_mode=WAL").fetchall()
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA temp_store=MEMORY")
-    conn.execute("PRAGMA mmap_size=268435456")
+    try:
+        for name, setting in (PRAGMAS | _TUNING).items():
+            conn.execute(f"PRAGMA {name}={setting}").fetchall()
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        conn.close()
+        raise UserError(
+            f"{path} is damaged or not a brainmap database ({exc})",
+            hint=f"it is derived data: delete {path} and run `brainmap reindex`",
+        ) from exc
     return conn
 
 
@@ -173,7 +183,7 @@ def migrate(conn: apsw.Connection) -> None:
                 f"brain.db has schema v{version}, newer than this brainmap (v{SCHEMA_VERSION})",
                 hint="upgrade brainmap, or delete brain.db and run `brainmap reindex`",
             )
-        if version < MIN_MIGRATABLE or (version == 0 and _has_tables(conn)):
+        if version == 0 and _has_tables(conn):
             _drop_all(conn)
             version = 0
         for target in range(version + 1, SCHEMA_VERSION + 1):

@@ -135,8 +135,8 @@ class Store:
     ) -> None:
         """Insert or replace an entry with its tags, chunks and FTS rows.
 
-        Chunks whose id and embedding hash are unchanged keep their FTS row and vector (only
-        their position is updated) unless ``rewrite`` is set.
+        Chunks whose id and embedding hash are unchanged keep their vector and only have their
+        position updated (and their FTS row rewritten when ``rewrite`` is set).
         """
         with self.write():
             c = self.conn
@@ -175,11 +175,19 @@ class Store:
             gone = [(cid,) for cid in old if cid not in new_ids]
             c.executemany("DELETE FROM chunk WHERE id = ?", gone)
             for ch in chunks:
-                if not rewrite and old.get(ch.id) == ch.embed_hash:
+                if old.get(ch.id) == ch.embed_hash:
+                    # same text: the vector stays; only the position (and, when asked, the
+                    # full-text row, e.g. after a change of text analysis) is rewritten
                     c.execute(
                         "UPDATE chunk SET ord = ?, line_start = ?, line_end = ? WHERE id = ?",
                         (ch.ord, ch.line_start, ch.line_end, ch.id),
                     )
+                    if rewrite:
+                        c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
+                        c.execute(
+                            "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
+                            (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
+                        )
                     continue
                 if ch.id in old:
                     c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
@@ -243,13 +251,31 @@ class Store:
 
     # skipped files
 
-    def record_skip(self, library_id: int, path: str, reason: str, when: str) -> None:
+    def record_skip(
+        self,
+        library_id: int,
+        path: str,
+        reason: str,
+        when: str,
+        mtime_ns: int | None = None,
+        size: int | None = None,
+    ) -> None:
+        """Remember why a file was not indexed, and its stat (so it is not re-read unchanged)."""
         with self.write():
             self.conn.execute(
-                "INSERT INTO skipped(library_id, path, reason, at) VALUES (?,?,?,?) "
-                "ON CONFLICT DO UPDATE SET reason = excluded.reason, at = excluded.at",
-                (library_id, path, reason, when),
+                "INSERT INTO skipped(library_id, path, reason, at, mtime_ns, size) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE SET reason = excluded.reason, "
+                "at = excluded.at, mtime_ns = excluded.mtime_ns, size = excluded.size",
+                (library_id, path, reason, when, mtime_ns, size),
             )
+
+    def skip_states(self, library_id: int) -> dict[str, tuple[int, int]]:
+        """(mtime_ns, size) of the skipped files of a library that had a stat."""
+        rows = self._rows(
+            "SELECT path, mtime_ns, size FROM skipped WHERE library_id = ? AND size IS NOT NULL",
+            (library_id,),
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def clear_skips(self, library_id: int, keep: set[str]) -> None:
         """Forget skip records of a library except for the paths in ``keep``."""
@@ -278,16 +304,17 @@ class Store:
     # vectors
 
     def pending_chunks(
-        self, model: str, library_ids: Sequence[int], limit: int
+        self, model: str, library_ids: Sequence[int], limit: int, after: int | None = None
     ) -> list[PendingChunk]:
-        """Chunks of the given libraries with no vector for ``model``, in id order."""
+        """Chunks of the given libraries with no vector for ``model``, in id order (ids
+        greater than ``after`` only)."""
         rows = self._rows(
             "SELECT c.id, e.library_id, c.embed_hash, e.title, e.aliases, c.heading, c.text "
             "FROM chunk c JOIN entry e ON e.id = c.entry_id "
             "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
             f"WHERE v.chunk_id IS NULL AND e.library_id IN ({marks(len(library_ids))}) "
-            "ORDER BY c.id LIMIT ?",
-            (model, *library_ids, limit),
+            "AND c.id > ? ORDER BY c.id LIMIT ?",
+            (model, *library_ids, -(2**63) if after is None else after, max(limit, 1)),
         )
         return [PendingChunk(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
@@ -348,12 +375,11 @@ class Store:
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks contain each term (terms already folded)."""
-        if not terms:
-            return {}
-        rows = self._rows(
-            f"SELECT term, doc FROM chunk_vocab WHERE term IN ({marks(len(terms))})", list(terms)
-        )
-        return {t: int(d) for t, d in rows}
+        out: dict[str, int] = {}
+        for part in batched(list(terms)):
+            sql = f"SELECT term, doc FROM chunk_vocab WHERE term IN ({marks(len(part))})"
+            out.update((str(t), int(d)) for t, d in self._rows(sql, part))
+        return out
 
     def bm25(
         self, match: str, filters: Filters, limit: int, weights: tuple[float, float, float]
@@ -415,11 +441,17 @@ class Store:
             return user_version(self.conn)
 
     def integrity(self) -> list[str]:
-        """Problems found by SQLite's and FTS5's integrity checks (empty when healthy)."""
+        """Problems found by SQLite's and FTS5's integrity checks (empty when healthy).
+
+        Raises ``apsw.BusyError`` when another process holds the write lock too long: busy
+        is not damage.
+        """
         problems = [r[0] for r in self._rows("PRAGMA quick_check") if r[0] != "ok"]
         try:
             with self.write():
                 self.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')")
+        except apsw.BusyError:
+            raise
         except apsw.Error as exc:
             problems.append(f"full-text index: {exc}")
         return problems
@@ -453,8 +485,8 @@ class Store:
 
     def vacuum(self) -> None:
         with self._lock:
-            self.conn.execute("VACUUM")
             self.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('optimize')")
+            self.conn.execute("VACUUM")
         self.checkpoint()
 
     def pragmas(self) -> dict[str, Any]:
