@@ -6,13 +6,17 @@ the installed ``brainmap`` command.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from brainmap import ops
@@ -94,3 +98,54 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(home: Path, *args: str, port: int | None = None) -> Iterator[str]:
+    """A real `brainmap serve` process on a free port; yields its base URL."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "brainmap",
+            "--home",
+            str(home),
+            "serve",
+            "--port",
+            str(port),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    token = next((args[i + 1] for i, a in enumerate(args) if a == "--token"), None)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
+            try:
+                if httpx.get(f"{url}/health", headers=headers, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("server did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()

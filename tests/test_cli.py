@@ -110,7 +110,7 @@ def test_doctor_reports_files_changed_on_disk(home: Path, tmp_path: Path) -> Non
         (["library", "remove", "nope"], "no library named 'nope'"),
         (["reindex", "nope"], "no library named 'nope'"),
         (["search", "x", "--library", "nope"], "no library named 'nope'"),
-        (["search", "x", "--since", "yesterday-ish"], "is not a date"),
+        (["search", "x", "--since", "yesterday-ish"], "not a date"),
         (["search"], "give a QUERY"),
         (["search", "x", "--limit", "0"], "0"),
         (["get", "nothing-like-this"], "no entry"),

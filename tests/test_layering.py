@@ -14,9 +14,11 @@ LAYERS = {
     "config": 1, "markdown": 1, "embed": 1,
     "store": 2,
     "indexer": 3, "search": 3,
-    "evaluate": 4,
+    "evaluate": 4, "notes": 4,
     "ops": 5,
-    "cli": 6, "__main__": 7,
+    "mcp_server": 6,
+    "server": 7,  # serves the MCP tools of mcp_server at /mcp
+    "cli": 8, "__main__": 9,
 }  # fmt: skip
 
 SQL = re.compile(

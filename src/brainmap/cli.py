@@ -169,7 +169,7 @@ def library_list(json_out: bool) -> None:
 
     from brainmap import ops
 
-    libs = ops.library_list(_brain(), ops.NoInput())
+    libs = ops.library_list(_brain(), ops.NoInput()).libraries
     if json_out:
         return _print_json(libs)
     table = Table("name", "scope", "entries", "chunks", "indexed", "path", box=None)
@@ -458,6 +458,200 @@ def get(ref: str, json_out: bool) -> None:
         where = f"{chunk.heading or '(top)'} · lines {chunk.line_start}-{chunk.line_end}"
         click.echo(click.style(f"\n── {chunk.ord}: {where}", dim=True))
         click.echo(chunk.text)
+
+
+# --- writing knowledge ----------------------------------------------------------------------
+
+
+def _read_body(body: str | None, file: Path | None) -> str:
+    if body is not None:
+        return body
+    if file is not None:
+        try:
+            return sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _fail(f"cannot read {file}: {exc}")
+    if not sys.stdin.isatty():
+        return sys.stdin.read()
+    return ""
+
+
+def _print_saved(result: Any) -> None:
+    if result.status == "duplicate":
+        click.echo(f"not saved: {result.message}", err=True)
+        for c in result.candidates:
+            similarity = f"{c.similarity:.3f}" if c.similarity is not None else "-"
+            click.echo(f"  {c.id}  [{c.library}] {c.path}  {c.title}  ({c.reason}, {similarity})")
+        click.echo("hint: --merge-into ID appends to one of them; --force saves anyway", err=True)
+        sys.exit(3)
+    if result.status == "hint":
+        click.echo(result.message)
+        return
+    tags = f" tags: {', '.join(result.tags)}" + (" (suggested)" if result.tags_suggested else "")
+    click.echo(
+        f"{result.status}: [{result.library}] {result.path} (id {result.id}){tags if result.tags else ''}"
+    )
+
+
+@cli.command()
+@click.argument("title")
+@click.option("--body", "-b", help="Markdown text (default: --file, else stdin).")
+@click.option(
+    "--file",
+    "-f",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Read the body from a file ('-' = stdin).",
+)
+@click.option(
+    "--type",
+    "-t",
+    "type_",
+    default="note",
+    show_default=True,
+    help="gotcha, pattern, bug, decision, guide, diary, note, ...",
+)
+@click.option(
+    "--tag", multiple=True, help="Tag (repeatable); suggested from similar entries when none."
+)
+@click.option(
+    "--library", "-l", help="Target library (default: [save] library in config, 'brain')."
+)
+@click.option("--project", help="Project the entry belongs to.")
+@click.option("--folder", help="Sub-folder inside the library.")
+@click.option("--force", is_flag=True, help="Save even when a near-duplicate exists.")
+@click.option("--merge-into", help="Append as a dated section of this entry id instead.")
+@json_option
+def save(
+    title: str, body: str | None, file: Path | None, type_: str, tag: tuple[str, ...],
+    library: str | None, project: str | None, folder: str | None, force: bool,
+    merge_into: str | None, json_out: bool,
+) -> None:  # fmt: skip
+    """Save a knowledge entry titled TITLE as a markdown file, indexed at once.
+
+    A near-duplicate of an existing entry is not written (exit status 3): the candidates are
+    listed; use --merge-into ID or --force.
+
+    \b
+    Examples:
+      brainmap save "Compose ports are HOST:CONTAINER" -t gotcha --tag docker -b "..."
+      git log -1 --format=%B | brainmap save "Why we pinned numpy" -t decision -l docs
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.SaveInput, title=title, body=_read_body(body, file), type=type_, tags=list(tag) or None,
+        library=library, project=project, folder=folder, force=force, merge_into=merge_into,
+    )  # fmt: skip
+    result = ops.save(_brain(), inp)
+    if json_out:
+        _print_json(result)
+        if result.status == "duplicate":
+            sys.exit(3)
+        return
+    _print_saved(result)
+
+
+@cli.command()
+@click.argument("text", required=False)
+@click.option("--uri", help="Where the text came from.")
+@click.option("--observed-at", help="When it was seen (ISO 8601; default: now).")
+@click.option("--title", help="Default: the first line of the text.")
+@click.option("--tag", multiple=True, help="Tag (repeatable).")
+@click.option("--library", "-l", help="Target library (default: [save] library in config).")
+@click.option("--force", is_flag=True, help="Keep it even when a near-duplicate exists.")
+@json_option
+def ingest(
+    text: str | None, uri: str | None, observed_at: str | None, title: str | None,
+    tag: tuple[str, ...], library: str | None, force: bool, json_out: bool,
+) -> None:  # fmt: skip
+    """Keep a raw piece of TEXT ('-' = stdin) with its source as a note in inbox/.
+
+    Without TEXT (and nothing on stdin) it prints how to use it.
+
+    \b
+    Example:
+      curl -s https://example.com/changelog | brainmap ingest - --uri https://example.com/changelog
+    """
+    from brainmap import ops
+
+    if text == "-" or (text is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+    inp = _validate(
+        ops.IngestInput, text=text, uri=uri, observed_at=observed_at, title=title,
+        tags=list(tag) or None, library=library, force=force,
+    )  # fmt: skip
+    result = ops.ingest(_brain(), inp)
+    if json_out:
+        _print_json(result)
+        if result.status == "duplicate":
+            sys.exit(3)
+        return
+    _print_saved(result)
+
+
+# --- serving --------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; anything but loopback needs --token.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token",
+    envvar="BRAINMAP_TOKEN",
+    help="Bearer token required on every request ($BRAINMAP_TOKEN).",
+)
+@click.option("--read-only", is_flag=True, help="Disable save, ingest and reindex.")
+@click.option("--allow-host", multiple=True, help="Extra Host name clients may use (repeatable).")
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(0.001, 1024),
+    default=2.0,
+    show_default=True,
+    help="Largest request body.",
+)
+def serve(
+    host: str, port: int, token: str | None, read_only: bool, allow_host: tuple[str, ...], max_body_mb: float
+) -> None:  # fmt: skip
+    """Serve the operations over HTTP (OpenAPI at /openapi.json) and MCP at /mcp.
+
+    \b
+    Examples:
+      brainmap serve
+      curl 'http://127.0.0.1:8765/search?query=docker+ports&limit=3'
+      BRAINMAP_TOKEN=s3cret brainmap serve --host 0.0.0.0 --read-only
+    """
+    from brainmap.server import serve as run_server
+
+    brain = _brain()
+    brain.searcher.embedder()  # load the model before the first request
+
+    def ready(url: str) -> None:
+        mode = " (read-only)" if read_only else ""
+        click.echo(
+            f"brainmap serving {url}{mode}: REST + {url}/openapi.json, MCP at {url}/mcp", err=True
+        )
+
+    run_server(brain, host=host, port=port, token=token, read_only=read_only,
+               allow_hosts=list(allow_host), max_body=int(max_body_mb * 1024 * 1024), ready=ready)  # fmt: skip
+
+
+@cli.command("mcp")
+@click.option("--read-only", is_flag=True, help="Do not offer save, ingest and reindex.")
+def mcp_cmd(read_only: bool) -> None:
+    """Serve the tools over MCP on stdin/stdout (for Claude Code and other MCP clients).
+
+    \b
+    Example:
+      claude mcp add brainmap -- brainmap mcp
+    """
+    from brainmap.mcp_server import run_stdio
+
+    run_stdio(_brain(), read_only=read_only)
 
 
 # --- health ---------------------------------------------------------------------------------

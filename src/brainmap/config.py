@@ -70,6 +70,16 @@ class SearchSettings:
 
 
 @dataclass
+class SaveSettings:
+    """Where `save`/`ingest` write, and when a new entry counts as a duplicate."""
+
+    library: str = GLOBAL_LIBRARY
+    dedup_threshold: float = (
+        0.95  # cosine; e5 puts paraphrases near 0.97, same-topic notes near 0.91
+    )
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -78,6 +88,7 @@ class Config:
     libraries: list[LibraryConfig] = field(default_factory=list)
     index: IndexSettings = field(default_factory=IndexSettings)
     search: SearchSettings = field(default_factory=SearchSettings)
+    save: SaveSettings = field(default_factory=SaveSettings)
 
     @property
     def db_path(self) -> Path:
@@ -97,7 +108,9 @@ class Config:
             if lib.name == name:
                 return lib
         known = ", ".join(lib.name for lib in self.libraries) or "none"
-        raise UserError(f"no library named {name!r} (known: {known})", hint="brainmap library list")
+        raise UserError(
+            f"no library named {name!r} (known: {known})", hint="brainmap library list", status=404
+        )
 
     def select(self, names: list[str] | None) -> list[LibraryConfig]:
         """The libraries named (all when ``names`` is empty), in config order."""
@@ -180,6 +193,7 @@ def load(home: Path) -> Config:
         cfg.embedder = str(data.get("embedder", cfg.embedder))
         cfg.index = _section(IndexSettings, data.get("index", {}))
         cfg.search = _section(SearchSettings, data.get("search", {}))
+        cfg.save = _section(SaveSettings, data.get("save", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -211,6 +225,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "df_prune": (0.001, 1),
     "title_weight": (0, 100),
     "heading_weight": (0, 100),
+    "dedup_threshold": (0.5, 1.0),
 }
 
 
@@ -222,9 +237,14 @@ def _section(cls: Any, raw: Any) -> Any:
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}")
     defaults = cls()
-    values = {}
+    values: dict[str, Any] = {}
     for key, value in raw.items():
         kind = type(getattr(defaults, key))
+        if kind is str:
+            if not isinstance(value, str):
+                raise ValueError(f"{key} must be a string")
+            values[key] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{key} must be a number")
         low, high = _RANGES[key]
@@ -251,7 +271,7 @@ def to_toml(cfg: Config) -> str:
     """Serialise the config (a small fixed schema, so no TOML writer dependency)."""
     out = ["# brainmap configuration; see README.md#configuration", ""]
     out.append(f"embedder = {_toml_value(cfg.embedder)}")
-    for name, section in (("index", cfg.index), ("search", cfg.search)):
+    for name, section in (("index", cfg.index), ("search", cfg.search), ("save", cfg.save)):
         out += ["", f"[{name}]"]
         out += [f"{k} = {_toml_value(v)}" for k, v in asdict(section).items()]
     for lib in cfg.libraries:

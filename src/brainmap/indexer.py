@@ -26,7 +26,7 @@ from brainmap.analysis import fts_text
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.errors import UserError
 from brainmap.markdown import DecodeError, decode, parse
-from brainmap.safefile import TEMP_PREFIX
+from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
 from brainmap.store import (
     ChunkRecord,
     DatabaseError,
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 # A file modified this close to the moment it was indexed may change again within the same
 # timestamp tick without its (mtime, size) changing, so it is re-hashed on the next run.
 RACY_NS = 2_000_000_000
-TEMP_MAX_AGE_S = 600  # an atomic write's temp file older than this was abandoned by a crash
 BATCH_FILES = 256
 BATCH_SECONDS = 0.5
 # Fault injection for the crash tests: "text:N" or "embed:N" exits the process abruptly
@@ -170,12 +169,9 @@ def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
 
 
 def _sweep_temp(path: Path) -> None:
-    """Remove a temp file abandoned by an interrupted atomic write (never a fresh one)."""
-    try:
-        if time.time() - path.stat().st_mtime > TEMP_MAX_AGE_S:
-            path.unlink()
-    except OSError:
-        pass
+    """Remove a temp file abandoned by an interrupted atomic write (never a live one)."""
+    if is_abandoned_temp(path):
+        path.unlink(missing_ok=True)
 
 
 # --- identifiers and texts ------------------------------------------------------------------
@@ -399,7 +395,7 @@ def _index_file(
         mtime_ns=st.st_mtime_ns,
         size=len(data),
         indexed_ns=now_ns,
-        observed_at=_now(),
+        observed_at=parsed.observed_at or _now(),
         source_rev=f"mtime:{mtime_iso}",
         meta=parsed.meta,
         warnings=parsed.warnings,
@@ -429,6 +425,37 @@ def _index_file(
         report.updated += 1
     report.chunks += len(chunks)
     return None
+
+
+def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
+    """Index (text and vectors) the named files of a library now; return their entry ids.
+
+    Used right after brainmap itself wrote them, so there is no scan of the library. Raises
+    :class:`UserError` when a file cannot be indexed.
+    """
+    from brainmap.embed import EmbedderError
+
+    library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
+    states = store.entry_states(library_id)
+    report = LibraryReport(lib.name)
+    ids = []
+    for rel in rels:
+        path = lib.path / rel
+        found = Found(rel, path, path.stat())
+        problem = _index_file(cfg, store, lib, library_id, found, states.get(rel), False, report)
+        if problem is not None:
+            raise UserError(f"{rel} was written but cannot be indexed: {problem}")
+        ids.append(entry_id(lib.name, rel))
+    cache = VectorCache(cfg.cache_path)
+    try:
+        embed_pending(
+            store, cache, cfg.embedder, None, entry_ids=ids, batch_size=cfg.index.embed_batch
+        )
+    except EmbedderError:
+        pass  # the text is searchable now; `brainmap reindex` embeds it when the model is back
+    finally:
+        cache.close()
+    return ids
 
 
 @dataclass
@@ -468,8 +495,9 @@ def embed_pending(
     store: Store,
     cache: VectorCache,
     embedder_spec: str,
-    library_ids: list[int],
+    library_ids: list[int] | None,
     *,
+    entry_ids: list[str] | None = None,
     batch_size: int = 32,
     progress: ProgressFn | None = None,
 ) -> EmbedReport:
@@ -484,7 +512,7 @@ def embed_pending(
     started = time.monotonic()
     model = model_id_of(embedder_spec)
     report = EmbedReport(model)
-    total = store.pending_count(model, library_ids)
+    total = store.pending_count(model, library_ids, entry_ids)
     if not total:
         return report
     embedder = load_embedder(embedder_spec)
@@ -492,7 +520,9 @@ def embed_pending(
     if progress:
         progress("embed", 0, total)
     after: int | None = None
-    while page := store.pending_chunks(model, library_ids, limit=batch_size * 8, after=after):
+    while page := store.pending_chunks(
+        model, library_ids, limit=batch_size * 8, after=after, entry_ids=entry_ids
+    ):
         after = page[-1].id
         for start in range(0, len(page), batch_size):
             group = page[start : start + batch_size]
@@ -509,7 +539,7 @@ def embed_pending(
             _crash_point("embed", done // batch_size)
             if progress:
                 progress("embed", done, max(total, done))
-    report.pending = store.pending_count(model, library_ids)
+    report.pending = store.pending_count(model, library_ids, entry_ids)
     report.seconds = time.monotonic() - started
     return report
 

@@ -50,6 +50,7 @@ class Entry:
     project: str | None = None
     created: str | None = None
     last_verified: str | None = None
+    observed_at: str | None = None  # when the content was seen at its source (ingested leaves)
     meta: dict[str, Any] = field(default_factory=dict)
     chunks: list[Chunk] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -184,7 +185,7 @@ def _apply_meta(entry: Entry, meta: dict[str, Any]) -> None:
     project = meta.get("project")
     if isinstance(project, str | int) and str(project).strip():
         entry.project = str(project).strip()
-    for key in ("created", "last_verified"):
+    for key in ("created", "last_verified", "observed_at"):
         raw = meta.get(key)
         if raw is None:
             continue

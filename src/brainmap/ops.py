@@ -7,13 +7,15 @@ later HTTP and MCP, only parse input, call an op and format its output.
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from brainmap import config as config_mod
 from brainmap import evaluate
@@ -24,44 +26,66 @@ from brainmap.config import (
     resolve_home,
     scope_label,
 )
+from brainmap.embed import model_id_of
 from brainmap.errors import UserError
 from brainmap.indexer import ProgressFn, ReindexReport, diff_library, reindex_lock
 from brainmap.indexer import reindex as run_reindex
-from brainmap.search import Mode, Searcher, SearchResult
+from brainmap.notes import INGEST_HINT, Notes, SaveResult, ingest_title
+from brainmap.search import Mode, Searcher, SearchResult, VectorIndex, parse_since
 from brainmap.store import SCHEMA_VERSION, DatabaseBusyError, Store, VectorCache
 
 
 class Brain:
-    """An open home: its config, its store and a warm searcher, created on first use."""
+    """An open home: its config, and per thread a store and a warm searcher.
+
+    The store (one SQLite connection) and the searcher belong to the thread that asked for
+    them, so that a server's worker threads read in parallel; the vector matrix and the
+    embedding model are shared by all threads.
+    """
 
     def __init__(self, home: str | Path | None = None) -> None:
         self.home = resolve_home(home)
         self.cfg, self.created = ensure_home(self.home)
-        self._store: Store | None = None
-        self._searcher: Searcher | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._stores: list[Store] = []
+        self._vectors: VectorIndex | None = None
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self.cfg.db_path)
-        return self._store
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            store = Store(self.cfg.db_path)
+            self._local.store = store
+            with self._lock:
+                self._stores.append(store)
+        return store
 
     @property
     def searcher(self) -> Searcher:
-        if self._searcher is None:
-            self._searcher = Searcher(self.cfg, self.store)
-        return self._searcher
+        searcher: Searcher | None = getattr(self._local, "searcher", None)
+        if searcher is None:
+            with self._lock:
+                if self._vectors is None:
+                    self._vectors = VectorIndex(model_id_of(self.cfg.embedder))
+            searcher = Searcher(self.cfg, self.store, self._vectors)
+            self._local.searcher = searcher
+        return searcher
+
+    @property
+    def notes(self) -> Notes:
+        return Notes(self.cfg, self.searcher)
 
     def save_config(self) -> None:
         config_mod.save(self.cfg)
 
     def close(self) -> None:
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher = None
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        """Close every thread's connection (call when no operation is running)."""
+        with self._lock:
+            stores, self._stores = self._stores, []
+        for store in stores:
+            store.close()
+        self._local = threading.local()
 
     def __enter__(self) -> Brain:
         return self
@@ -72,7 +96,11 @@ class Brain:
 
 @dataclass(frozen=True)
 class Op:
-    """One operation: the unit every interface exposes."""
+    """One operation: the unit every interface exposes.
+
+    Ops with ``methods`` are served over HTTP at ``path`` and as the MCP tool ``tool`` (the
+    path's first segment); the others (administration) belong to the CLI only.
+    """
 
     name: str
     func: Callable[..., Any]
@@ -80,21 +108,39 @@ class Op:
     output: Any
     description: str
     writes: bool
+    methods: tuple[str, ...]
+    path: str
+
+    @property
+    def tool(self) -> str:
+        return self.path.strip("/").split("/")[0]
 
 
 OPS: dict[str, Op] = {}
 
 
 def op(
-    name: str, input: type[BaseModel], output: Any, *, writes: bool = False
+    name: str,
+    input: type[BaseModel],
+    output: Any,
+    *,
+    writes: bool = False,
+    methods: tuple[str, ...] = (),
+    path: str | None = None,
 ) -> Callable[..., Any]:
     """Register a function in the operations table; its docstring is its description."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        OPS[name] = Op(name, func, input, output, inspect.getdoc(func) or name, writes)
+        description = inspect.getdoc(func) or name
+        OPS[name] = Op(name, func, input, output, description, writes, methods, path or f"/{name}")
         return func
 
     return register
+
+
+def served() -> list[Op]:
+    """The ops that HTTP and MCP expose, in table order."""
+    return [o for o in OPS.values() if o.methods]
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
@@ -181,10 +227,16 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
     return _library_infos(brain, [lib])[0]
 
 
-@op("library_list", NoInput, list[LibraryInfo])
-def library_list(brain: Brain, inp: NoInput) -> list[LibraryInfo]:
-    """List the libraries with their entry and chunk counts."""
-    return _library_infos(brain, brain.cfg.libraries)
+@dataclass
+class LibraryList:
+    libraries: list[LibraryInfo]
+
+
+@op("library_list", NoInput, LibraryList, methods=("GET",), path="/libraries")
+def library_list(brain: Brain, inp: NoInput) -> LibraryList:
+    """List the libraries (the knowledge sources: project docs, the global brain, imported
+    repos) with their scope, folder, entry and chunk counts."""
+    return LibraryList(_library_infos(brain, brain.cfg.libraries))
 
 
 @dataclass
@@ -212,9 +264,11 @@ class ReindexInput(_Input):
     embed: bool = Field(True, description="Compute missing embeddings after the text pass.")
 
 
-@op("reindex", ReindexInput, ReindexReport, writes=True)
+@op("reindex", ReindexInput, ReindexReport, writes=True, methods=("POST",))
 def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None) -> ReindexReport:
-    """Bring the index up to date with the library folders: changed files only, then vectors."""
+    """Bring the index up to date with the library folders (changed files only: text first,
+    then vectors). Run it after files were edited outside brainmap; save and ingest index
+    what they write by themselves."""
     if not brain.cfg.libraries:
         raise UserError("no libraries yet", hint="brainmap library add NAME PATH")
     return run_reindex(
@@ -225,26 +279,46 @@ def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None)
 # --- search and get -------------------------------------------------------------------------
 
 
+_Age = Annotated[str, Field(pattern=r"^[0-9]{1,9} ?[dwmyDWMY]$")]
+
+
 class SearchInput(_Input):
     query: str = Field(description="Any text: keywords or a natural-language question.")
     library: list[str] | None = Field(None, description="Only these libraries.")
     type: list[str] | None = Field(None, description="Only these entry types (gotcha, note, ...).")
     tag: list[str] | None = Field(None, description="Only entries with all of these tags.")
-    since: str | None = Field(None, description="Only entries dated on/after YYYY-MM-DD or 30d.")
+    since: dt.date | dt.datetime | _Age | None = Field(
+        None, description="Only entries dated on/after this date, or this recent (30d, 6m, 1y)."
+    )
     limit: int = Field(10, ge=1, le=100)
     mode: Mode = "hybrid"
 
+    @field_validator("since", mode="before")
+    @classmethod
+    def _readable_since(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                parse_since(value)
+            except UserError:
+                raise ValueError("not a date: use YYYY-MM-DD or an age such as 30d, 6m") from None
+        return value
 
-@op("search", SearchInput, SearchResult)
+
+@op("search", SearchInput, SearchResult, methods=("GET", "POST"))
 def search(brain: Brain, inp: SearchInput) -> SearchResult:
-    """Search the brain (hybrid BM25 + semantic). Returns chunks with path, line range,
-    score parts and full text, best first."""
+    """Search the knowledge brain: the markdown notes of every library (gotchas, decisions,
+    patterns, guides, diaries), with hybrid keyword + semantic ranking, in any language.
+    Search first, before answering questions about these projects or repeating work.
+    Returns the best chunks, each with title, library, path and line range, the full chunk
+    text and the parts of its score. Filter with library, type, tag or since."""
     return brain.searcher.search(
         inp.query,
         libraries=inp.library,
         types=inp.type,
         tags=inp.tag,
-        since=inp.since,
+        since=inp.since
+        if inp.since is None or isinstance(inp.since, str)
+        else inp.since.isoformat(),
         limit=inp.limit,
         mode=inp.mode,
     )
@@ -286,9 +360,11 @@ class GetInput(_Input):
     ref: str = Field(description="Entry id, 'library:path', or a path inside a library.")
 
 
-@op("get", GetInput, EntryInfo)
+@op("get", GetInput, EntryInfo, methods=("GET",), path="/get/{ref:path}")
 def get(brain: Brain, inp: GetInput) -> EntryInfo:
-    """Fetch one entry with its metadata and all its chunks."""
+    """Fetch one whole entry, by the id of a search hit or as 'library:path': its metadata
+    (type, tags, dates, provenance) and all its chunks with line ranges. Use it after search
+    when a hit looks relevant and you need the rest of the entry."""
     found = brain.store.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
     if found is None:
         raise UserError(
@@ -320,6 +396,69 @@ def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
         if path.is_relative_to(root):
             return brain.store.find_entry(f"{lib.name}:{path.relative_to(root).as_posix()}")
     return None
+
+
+# --- writing knowledge ----------------------------------------------------------------------
+
+_TAG = Annotated[str, Field(min_length=1, max_length=64)]
+MAX_BODY = 1_000_000
+
+
+class SaveInput(_Input):
+    title: str = Field(min_length=1, max_length=200, description="Short, specific title.")
+    body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
+    type: str = Field(
+        "note",
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$",
+        description="gotcha, pattern, bug, decision, guide, diary, note, ...",
+    )
+    tags: list[_TAG] | None = Field(None, max_length=20, description="Suggested when omitted.")
+    library: str | None = Field(None, description="Target library; default from config.")
+    project: str | None = Field(None, max_length=100)
+    folder: str | None = Field(None, max_length=200, description="Sub-folder in the library.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+    merge_into: str | None = Field(None, description="Append as a dated section of this entry id.")
+
+
+@op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
+def save(brain: Brain, inp: SaveInput) -> SaveResult:
+    """Save a knowledge entry you want future sessions to find (a gotcha, decision, pattern,
+    how-to): a markdown file with frontmatter in a library, indexed at once. When a very
+    similar entry already exists nothing is written and the candidates come back: then
+    pass merge_into=<candidate id> to append to it, or force=true to save anyway. Tags are
+    suggested from similar entries when you give none."""
+    return brain.notes.save(
+        title=inp.title, body=inp.body, type=inp.type, tags=inp.tags, library=inp.library,
+        project=inp.project, folder=inp.folder, force=inp.force, merge_into=inp.merge_into,
+    )  # fmt: skip
+
+
+class IngestInput(_Input):
+    text: str | None = Field(None, max_length=MAX_BODY, description="The raw text to keep.")
+    uri: str | None = Field(None, max_length=2000, description="Where the text came from.")
+    observed_at: dt.datetime | None = Field(None, description="When it was seen (ISO 8601).")
+    title: str | None = Field(None, max_length=200, description="Default: its first line.")
+    tags: list[_TAG] | None = Field(None, max_length=20)
+    library: str | None = Field(None, description="Target library; default from config.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+
+
+@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",))
+def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
+    """Keep a raw piece of text (a web page excerpt, command output, a message) with its
+    source uri and observation time as a note in the inbox/ folder of a library, indexed at
+    once. Call it without text to get a short usage hint."""
+    if not inp.text or not inp.text.strip():
+        library = inp.library or brain.cfg.save.library
+        return SaveResult("hint", library, "", message=INGEST_HINT)
+    observed = inp.observed_at or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    extra: dict[str, Any] = {"observed_at": observed}
+    if inp.uri:
+        extra["source"] = inp.uri
+    return brain.notes.save(
+        title=inp.title or ingest_title(inp.text, inp.uri), body=inp.text, type="note",
+        tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
+    )  # fmt: skip
 
 
 # --- health ---------------------------------------------------------------------------------
@@ -356,9 +495,10 @@ def _vector_search_status(brain: Brain) -> str:
     return "available"
 
 
-@op("stats", NoInput, Stats)
+@op("stats", NoInput, Stats, methods=("GET",))
 def stats(brain: Brain, inp: NoInput) -> Stats:
-    """Counts of libraries, entries, chunks and vectors; pending embeddings; sizes; model."""
+    """What the brain holds: libraries with entry and chunk counts, vectors and pending
+    embeddings, sizes, the embedding model and whether vector search is available."""
     store = brain.store
     counts = store.counts()
     model = brain.searcher.model
@@ -369,7 +509,7 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         cache.close()
     return Stats(
         home=str(brain.home),
-        libraries=library_list(brain, NoInput()),
+        libraries=library_list(brain, NoInput()).libraries,
         entries=counts["entries"],
         chunks=counts["chunks"],
         vectors=store.vector_models().get(model, 0),
@@ -399,9 +539,10 @@ class DoctorReport:
     checks: list[Check]
 
 
-@op("doctor", NoInput, DoctorReport)
+@op("doctor", NoInput, DoctorReport, methods=("GET",))
 def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
-    """Check the model, schema, integrity, vectors and files on disk; give the fix for each."""
+    """Health check: embedding model, schema, database integrity, vectors, files on disk
+    against the index, skipped files. Every failed check comes with its fix."""
     store = brain.store
     checks: list[Check] = []
     status = _vector_search_status(brain)

@@ -78,7 +78,10 @@ def parse_since(value: str | None) -> str | None:
     try:
         if relative:
             days = int(relative.group(1)) * {"d": 1, "w": 7, "m": 30, "y": 365}[relative.group(2)]
-            return (dt.date.today() - dt.timedelta(days=days)).isoformat()
+            today = dt.date.today()
+            if days >= (today - dt.date.min).days:
+                return dt.date.min.isoformat()  # older than the calendar: everything
+            return (today - dt.timedelta(days=days)).isoformat()
         if len(text) > 10:
             return dt.datetime.fromisoformat(text).isoformat()
         return dt.date.fromisoformat(text).isoformat()
@@ -88,71 +91,82 @@ def parse_since(value: str | None) -> str | None:
         ) from None
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    generation: int
+    ids: np.ndarray
+    libraries: np.ndarray
+    matrix: np.ndarray
+
+
 class VectorIndex:
-    """All vectors of one model as a matrix, reloaded when the store's vectors change."""
+    """All vectors of one model as a matrix, reloaded when the store's vectors change.
 
-    def __init__(self, store: Store, model: str) -> None:
-        self.store = store
+    One instance can serve many threads: a refresh swaps in a complete new snapshot.
+    """
+
+    def __init__(self, model: str) -> None:
         self.model = model
-        self.generation = -1
-        self.ids = np.empty(0, dtype=np.int64)
-        self.libraries = np.empty(0, dtype=np.int64)
-        self.matrix = np.empty((0, 0), dtype=np.float32)
+        self._lock = threading.Lock()
+        self._snapshot = _Snapshot(
+            -1, np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 0), np.float32)
+        )
 
-    def refresh(self) -> None:
-        generation = self.store.vector_generation()
-        if generation == self.generation:
+    def refresh(self, store: Store) -> None:
+        """Reload from ``store`` if any vector was added or removed since the last load."""
+        generation = store.vector_generation()
+        if generation == self._snapshot.generation:
             return
-        ids, libs, blob = self.store.load_vectors(self.model)
-        self.ids = np.array(ids, dtype=np.int64)
-        self.libraries = np.array(libs, dtype=np.int64)
-        flat = np.frombuffer(blob, dtype=np.float32)
-        self.matrix = flat.reshape(len(ids), -1) if ids else np.empty((0, 0), dtype=np.float32)
-        self.generation = generation
+        with self._lock:
+            if generation == self._snapshot.generation:
+                return
+            ids, libs, blob = store.load_vectors(self.model)
+            flat = np.frombuffer(blob, dtype=np.float32)
+            matrix = flat.reshape(len(ids), -1) if ids else np.empty((0, 0), dtype=np.float32)
+            self._snapshot = _Snapshot(
+                generation, np.array(ids, dtype=np.int64), np.array(libs, dtype=np.int64), matrix
+            )
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._snapshot.ids)
 
     def top(
         self, query: np.ndarray, k: int, filters: Filters, allowed: np.ndarray | None
     ) -> list[tuple[int, float]]:
         """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters."""
-        if not len(self.ids) or self.matrix.shape[1] != query.shape[0]:
+        snap = self._snapshot
+        if not len(snap.ids) or snap.matrix.shape[1] != query.shape[0]:
             return []
-        scores = self.matrix @ query
+        scores = snap.matrix @ query
         mask = None
         if filters.library_ids is not None:
-            mask = np.isin(self.libraries, np.array(filters.library_ids, dtype=np.int64))
+            mask = np.isin(snap.libraries, np.array(filters.library_ids, dtype=np.int64))
         if allowed is not None:
-            in_allowed = np.isin(self.ids, allowed)
+            in_allowed = np.isin(snap.ids, allowed)
             mask = in_allowed if mask is None else mask & in_allowed
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         k = min(k, len(scores))
         best = np.argpartition(-scores, k - 1)[:k]
         best = best[np.argsort(-scores[best])]
-        return [(int(self.ids[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
+        return [(int(snap.ids[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
 
 
 class Searcher:
     """Answers queries over one store; keep it alive to keep vectors and the model warm."""
 
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(self, cfg: Config, store: Store, vectors: VectorIndex | None = None) -> None:
+        """``vectors`` may be shared by the searchers of several threads (one per store)."""
         from brainmap.embed import model_id_of
 
         self.cfg = cfg
         self.store = store
         self.model = model_id_of(cfg.embedder)
-        self.vectors = VectorIndex(store, self.model)
+        self.vectors = vectors or VectorIndex(self.model)
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
 
     # the pieces
 
@@ -192,6 +206,26 @@ class Searcher:
             if len(self._query_cache) > 512:
                 self._query_cache.popitem(last=False)
         return vector
+
+    def similar(self, text: str, limit: int = 8) -> list[tuple[HitRow, float]]:
+        """Chunks nearest to ``text`` embedded as a passage, with their cosine similarity.
+
+        Empty when the embedder is unavailable (callers then skip what needs it, e.g. dedup).
+        """
+        from brainmap.embed import EmbedderError
+
+        embedder = self.embedder()
+        if embedder is None:
+            return []
+        try:
+            vector = embedder.passages([text])[0]
+        except EmbedderError as exc:
+            self._embedder_error = exc.message
+            return []
+        self.vectors.refresh(self.store)
+        top = self.vectors.top(vector, limit, Filters(), None)
+        rows = self.store.hits([cid for cid, _ in top])
+        return [(rows[cid], similarity) for cid, similarity in top if cid in rows]
 
     def match_expression(self, query: str) -> tuple[str | None, list[str]]:
         """The FTS5 expression for a query: an OR of its phrases and informative terms.
@@ -260,10 +294,8 @@ class Searcher:
 
         pending_vector: Future[np.ndarray | None] | None = None
         if mode != "bm25":
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
             # embedding the query overlaps the BM25 query and the vector refresh
-            pending_vector = self._pool.submit(self.embed_query, query[:2000])
+            pending_vector = _embed_pool().submit(self.embed_query, query[:2000])
 
         bm25_ids: list[int] = []
         if mode != "vector":
@@ -277,7 +309,7 @@ class Searcher:
 
         vector_hits: list[tuple[int, float]] = []
         if pending_vector is not None:
-            self.vectors.refresh()
+            self.vectors.refresh(self.store)
             allowed = None
             if not filters.only_libraries:
                 allowed = np.array(self.store.filtered_chunk_ids(filters), dtype=np.int64)
@@ -362,6 +394,19 @@ class Searcher:
         age_days = max((now - seen).total_seconds() / 86400, 0.0)
         weight = math.pow(0.5, age_days / s.half_life_days)
         return s.decay_floor + (1.0 - s.decay_floor) * weight
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _embed_pool() -> ThreadPoolExecutor:
+    """One worker thread per process embeds queries (the model runs one call at a time)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brainmap-embed")
+        return _pool
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

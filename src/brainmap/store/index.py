@@ -245,6 +245,15 @@ class Store:
             data[key] = json.loads(data[key])
         return data
 
+    def entries_titled(self, title: str, library: str) -> list[tuple[str, str, str]]:
+        """(id, path, title) of a library's entries with this title, ignoring case."""
+        rows = self._rows(
+            "SELECT e.id, e.path, e.title FROM entry e JOIN library l ON l.id = e.library_id "
+            "WHERE l.name = ? AND lower(e.title) = lower(?)",
+            (library, title),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
     def entry_chunks(self, entry_id: str) -> list[HitRow]:
         rows = self._rows(HIT_SELECT + " WHERE c.entry_id = ? ORDER BY c.ord", (entry_id,))
         return [hit_row(r) for r in rows]
@@ -304,32 +313,38 @@ class Store:
     # vectors
 
     def pending_chunks(
-        self, model: str, library_ids: Sequence[int], limit: int, after: int | None = None
+        self,
+        model: str,
+        library_ids: Sequence[int] | None,
+        limit: int,
+        after: int | None = None,
+        entry_ids: Sequence[str] | None = None,
     ) -> list[PendingChunk]:
-        """Chunks of the given libraries with no vector for ``model``, in id order (ids
-        greater than ``after`` only)."""
+        """Chunks with no vector for ``model`` (of these libraries / entries when given), in
+        id order, ids greater than ``after`` only."""
+        where, params = _scope(library_ids, entry_ids)
         rows = self._rows(
             "SELECT c.id, e.library_id, c.embed_hash, e.title, e.aliases, c.heading, c.text "
             "FROM chunk c JOIN entry e ON e.id = c.entry_id "
             "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
-            f"WHERE v.chunk_id IS NULL AND e.library_id IN ({marks(len(library_ids))}) "
-            "AND c.id > ? ORDER BY c.id LIMIT ?",
-            (model, *library_ids, -(2**63) if after is None else after, max(limit, 1)),
+            f"WHERE v.chunk_id IS NULL{where} AND c.id > ? ORDER BY c.id LIMIT ?",
+            (model, *params, -(2**63) if after is None else after, max(limit, 1)),
         )
         return [PendingChunk(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
-    def pending_count(self, model: str, library_ids: Sequence[int] | None = None) -> int:
-        where = ""
-        params: list[Any] = [model]
-        if library_ids is not None:
-            where = f" AND e.library_id IN ({marks(len(library_ids))})"
-            params += list(library_ids)
+    def pending_count(
+        self,
+        model: str,
+        library_ids: Sequence[int] | None = None,
+        entry_ids: Sequence[str] | None = None,
+    ) -> int:
+        where, params = _scope(library_ids, entry_ids)
         return int(
             self._one(
                 "SELECT count(*) FROM chunk c JOIN entry e ON e.id = c.entry_id "
                 "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
                 f"WHERE v.chunk_id IS NULL{where}",
-                params,
+                [model, *params],
             )
         )
 
@@ -509,3 +524,17 @@ class Store:
             "fts_terms": self._rows("SELECT term, doc, cnt FROM chunk_vocab ORDER BY term"),
             "vectors": self._rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
         }
+
+
+def _scope(
+    library_ids: Sequence[int] | None, entry_ids: Sequence[str] | None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (with a leading AND) limiting chunks to libraries and/or entries."""
+    where, params = "", list[Any]()
+    if library_ids is not None:
+        where += f" AND e.library_id IN ({marks(len(library_ids))})"
+        params += list(library_ids)
+    if entry_ids is not None:
+        where += f" AND c.entry_id IN ({marks(len(entry_ids))})"
+        params += list(entry_ids)
+    return where, params

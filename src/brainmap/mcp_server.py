@@ -1,0 +1,128 @@
+"""MCP: the served operations as tools, over stdio (``brainmap mcp``) or inside ``brainmap serve``.
+
+Tool names equal the HTTP paths (search, get, stats, ...); input schemas come from the same
+pydantic models, descriptions from the op docstrings. The server's instructions tell the agent
+what the brain holds and to search before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+from pydantic import TypeAdapter, ValidationError
+
+from brainmap import __version__
+from brainmap.errors import UserError
+from brainmap.ops import OPS, Brain, NoInput, Op, library_list, served, to_jsonable
+
+
+def tools(read_only: bool) -> dict[str, Op]:
+    """The ops an agent may call, by tool name (write ops are left out when read-only)."""
+    return {o.tool: o for o in served() if not (read_only and o.writes)}
+
+
+def tool_list(read_only: bool) -> list[types.Tool]:
+    """The MCP tool descriptions (also snapshot-tested)."""
+    out = []
+    for name, o in tools(read_only).items():
+        schema = o.input.model_json_schema()
+        out.append(
+            types.Tool(
+                name=name,
+                description=o.description,
+                input_schema=schema,
+                output_schema=TypeAdapter(o.output).json_schema(),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=not o.writes, destructive_hint=False, open_world_hint=False
+                ),
+            )
+        )
+    return out
+
+
+def instructions(brain: Brain) -> str:
+    """What the agent should know first: the libraries and how to use the tools."""
+    libs = library_list(brain, NoInput())
+    lines = [
+        "brainmap is a local knowledge brain: markdown notes (gotchas, decisions, patterns, "
+        "guides, diaries) of the libraries below, searchable by keywords and meaning in any "
+        "language.",
+        "Use `search` first, before answering questions about these projects or redoing "
+        "work someone already wrote down; open a promising hit in full with `get`. Record "
+        "what a future session will need with `save` (it refuses near-duplicates and tells "
+        "you which entry to merge into); keep raw source text with `ingest`.",
+        "Libraries:",
+    ]
+    lines += [
+        f"- {lib.name} ({lib.scope}): {lib.entries} entries, {lib.chunks} chunks"
+        for lib in libs.libraries
+    ]
+    return "\n".join(lines)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def create_server(brain: Brain, *, read_only: bool = False) -> Server[Any]:
+    """An MCP server whose tools run the ops against ``brain`` (blocking work in threads)."""
+    available = tools(read_only)
+    listed = tool_list(read_only)
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        o = available.get(params.name)
+        if o is None:
+            hint = (
+                "read-only server"
+                if params.name in {x.tool for x in OPS.values()}
+                else "unknown tool"
+            )
+            return _error(f"{hint}: {params.name}")
+        try:
+            inp = o.input.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return _error(f"invalid arguments: {problems}")
+        try:
+            result = await anyio.to_thread.run_sync(partial(o.func, brain, inp))
+        except UserError as exc:
+            return _error(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""))
+        data = to_jsonable(result)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+            structured_content=data,
+        )
+
+    return Server(
+        "brainmap",
+        version=__version__,
+        instructions=instructions(brain),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
+    """Serve MCP over stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    server = create_server(brain, read_only=read_only)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)

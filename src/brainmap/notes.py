@@ -1,0 +1,241 @@
+"""Writing knowledge: save a typed entry or ingest a raw leaf as a markdown file, then index it.
+
+The file is written first (atomically, inside its library, never over another file), then
+indexed at once. Before writing, a semantic dedup looks for a very similar entry: when one
+exists nothing is written unless the caller forces it or merges into that entry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from brainmap.config import Config, LibraryConfig
+from brainmap.errors import UserError
+from brainmap.indexer import index_files
+from brainmap.safefile import UnsafePathError, atomic_create, atomic_write
+from brainmap.search import Searcher
+
+_SLUG_MAX = 80
+_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
+_NON_WORD = re.compile(r"[^\w]+|_+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # all but tab and newlines
+TAG_NEIGHBOUR = 0.845  # entries this close vote for the tags of an untagged note
+TAG_NEAREST = 0.87  # the nearest entry lends all its tags when it is this close
+
+
+@dataclass
+class Candidate:
+    """An existing entry that looks like the one being saved."""
+
+    id: str
+    library: str
+    path: str
+    title: str
+    similarity: float | None
+    reason: str
+
+
+@dataclass
+class SaveResult:
+    """What a save or ingest did: saved, merged, duplicate (nothing written, see candidates)
+    or hint (ingest called without text; see message)."""
+
+    status: Literal["saved", "duplicate", "merged", "hint"]
+    library: str
+    title: str
+    id: str | None = None
+    path: str | None = None
+    file: str | None = None
+    tags: list[str] = field(default_factory=list)
+    tags_suggested: bool = False
+    candidates: list[Candidate] = field(default_factory=list)
+    message: str = ""
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe slug: letters and digits of any script, joined by '-'."""
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    slug = _NON_WORD.sub("-", unicodedata.normalize("NFKC", folded).lower()).strip("-")
+    slug = slug[:_SLUG_MAX].rstrip("-") or "note"
+    return f"{slug}-note" if slug in _RESERVED else slug
+
+
+def safe_folder(folder: str | None) -> Path:
+    """A relative folder made of slugs: '..', absolute paths and drive letters cannot survive."""
+    parts = [slugify(part) for part in re.split(r"[\\/]+", folder or "") if slugify(part) != "note"]
+    return Path(*parts) if parts else Path()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def render(meta: dict[str, Any], title: str, body: str) -> str:
+    """Frontmatter plus body; a heading with the title is added when the body has none."""
+    body = _CONTROL.sub("", body.replace("\r\n", "\n")).strip("\n")
+    if not body.lstrip().startswith("#"):
+        body = f"# {title}\n\n{body}" if body else f"# {title}"
+    import yaml  # lazily: the search path never writes
+
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).strip()
+    return f"---\n{front}\n---\n{body}\n"
+
+
+class Notes:
+    """Save and ingest for one configuration, index and searcher."""
+
+    def __init__(self, cfg: Config, searcher: Searcher) -> None:
+        self.cfg = cfg
+        self.searcher = searcher
+        self.store = searcher.store
+
+    def library(self, name: str | None) -> LibraryConfig:
+        lib = self.cfg.library(name or self.cfg.save.library)
+        if not lib.path.is_dir():
+            raise UserError(f"library {lib.name!r}: {lib.path} is not a folder", status=409)
+        return lib
+
+    def save(
+        self,
+        *,
+        title: str,
+        body: str,
+        type: str = "note",
+        tags: list[str] | None = None,
+        library: str | None = None,
+        project: str | None = None,
+        folder: str | None = None,
+        force: bool = False,
+        merge_into: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> SaveResult:
+        """Write a new entry (or merge into ``merge_into``) unless a near-duplicate exists."""
+        title = " ".join(_CONTROL.sub("", title).split())
+        if not title:
+            raise UserError("a title is needed", status=422)
+        if merge_into:
+            return self._merge(merge_into, title, body)
+        lib = self.library(library)
+        draft = f"{title}\n\n{body}"
+        neighbours = self.searcher.similar(draft, limit=8)
+        candidates = self._duplicates(lib, title, neighbours)
+        if candidates and not force:
+            return SaveResult(
+                "duplicate", lib.name, title, candidates=candidates,
+                message="a very similar entry exists; nothing was written. Pass force to save "
+                "anyway, or merge_into=<id> to add this as a dated section of that entry.",
+            )  # fmt: skip
+        clean_tags = [t.strip().lstrip("#").lower() for t in tags or [] if t.strip().lstrip("#")]
+        suggested = False
+        if not clean_tags:
+            clean_tags = _suggest_tags(neighbours)
+            suggested = bool(clean_tags)
+        meta: dict[str, Any] = {"title": title, "type": (type or "note").strip().lower()}
+        if clean_tags:
+            meta["tags"] = clean_tags
+        if project:
+            meta["project"] = project
+        meta["created"] = _now().date()
+        meta |= extra or {}
+        data = render(meta, title, body).encode("utf-8")
+        base = safe_folder(folder) / slugify(title)
+        names = (
+            lib.path / base.with_name(f"{base.name}{'' if n == 1 else f'-{n}'}.md")
+            for n in range(1, 1000)
+        )
+        try:
+            path = atomic_create(lib.path, names, data)
+        except UnsafePathError as exc:
+            raise UserError(
+                f"refused to write outside library {lib.name!r}: {exc}", status=403
+            ) from exc
+        rel = path.relative_to(lib.path.resolve()).as_posix()
+        try:
+            (entry,) = index_files(self.cfg, self.store, lib, [rel])
+        except BaseException:
+            path.unlink(missing_ok=True)  # never leave a file the index does not know
+            raise
+        return SaveResult(
+            "saved", lib.name, title, entry, rel, str(path), clean_tags, suggested, candidates,
+            "saved and indexed",
+        )  # fmt: skip
+
+    def _duplicates(
+        self, lib: LibraryConfig, title: str, neighbours: list[tuple[Any, float]]
+    ) -> list[Candidate]:
+        threshold = self.cfg.save.dedup_threshold
+        out: dict[str, Candidate] = {}
+        for row, similarity in neighbours:
+            if similarity >= threshold and row.entry_id not in out:
+                out[row.entry_id] = Candidate(
+                    row.entry_id,
+                    row.library,
+                    row.path,
+                    row.title,
+                    round(similarity, 4),
+                    "similar text",
+                )
+        for entry_id, path, other in self.store.entries_titled(title, lib.name):
+            out.setdefault(entry_id, Candidate(entry_id, lib.name, path, other, None, "same title"))
+        return list(out.values())
+
+    def _merge(self, entry_id: str, title: str, body: str) -> SaveResult:
+        row = self.store.entry(entry_id)
+        if row is None:
+            raise UserError(f"no entry {entry_id!r} to merge into", status=404)
+        lib = self.cfg.library(row["library"])
+        path = lib.path / row["path"]
+        try:
+            current = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read {path} to merge into it: {exc}", status=409) from exc
+        section = f"\n## {title} ({_now().date().isoformat()})\n\n{body.strip()}\n"
+        try:
+            atomic_write(lib.path, path, (current.rstrip("\n") + "\n" + section).encode("utf-8"))
+        except UnsafePathError as exc:
+            raise UserError(
+                f"refused to write outside library {lib.name!r}: {exc}", status=403
+            ) from exc
+        index_files(self.cfg, self.store, lib, [row["path"]])
+        return SaveResult(
+            "merged", lib.name, row["title"], entry_id, row["path"], str(path), row["tags"],
+            message=f"appended a dated section to {row['path']}",
+        )  # fmt: skip
+
+
+def _suggest_tags(neighbours: list[tuple[Any, float]], most: int = 5) -> list[str]:
+    """Tags of the nearest entry when it is close, plus tags shared by two or more near ones.
+
+    With e5, entries on the same topic score about 0.85-0.90 against a new note and
+    unrelated ones 0.82-0.84 (measured on the example library).
+    """
+    near: dict[str, tuple[float, list[str]]] = {}
+    for row, similarity in neighbours:
+        if similarity >= TAG_NEIGHBOUR and row.entry_id not in near:
+            near[row.entry_id] = (similarity, row.tags)
+    ranked = sorted(near.values(), key=lambda item: -item[0])
+    votes = Counter(tag for _, tags in ranked for tag in tags)
+    chosen = list(ranked[0][1]) if ranked and ranked[0][0] >= TAG_NEAREST else []
+    chosen += [tag for tag, count in votes.most_common() if count >= 2 and tag not in chosen]
+    return chosen[:most]
+
+
+INGEST_HINT = (
+    "ingest stores a raw piece of text (a leaf) as a note in a library and indexes it. Give "
+    "`text` (required), and optionally `uri` (where it came from), `observed_at` (when it was "
+    "seen, ISO 8601), `title`, `tags`, `library`. Use save instead for a typed entry you wrote "
+    "(gotcha, pattern, decision...)."
+)
+
+
+def ingest_title(text: str, uri: str | None) -> str:
+    """A title for a raw leaf: its first line, else its source."""
+    first = next((line.strip("# ").strip() for line in text.splitlines() if line.strip()), "")
+    return (first[:_SLUG_MAX] or uri or "ingested note").strip()

@@ -1,0 +1,365 @@
+"""HTTP: every served op as a REST path, ``/openapi.json``, and MCP (streamable HTTP) at ``/mcp``.
+
+One FastAPI app made from the operations table. A guard in front of everything checks the
+Host header (DNS rebinding), the Origin of browser requests (on /mcp and on every
+state-changing request), the bearer token when one is set, and the body size.
+Errors are RFC 9457 problem details with the right 4xx status.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the endpoint signatures built
+# below at runtime.
+
+import hmac
+import inspect
+import ipaddress
+import json
+import logging
+import socket
+import warnings
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Path, Query
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from pydantic.warnings import UnsupportedFieldAttributeWarning
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from brainmap import __version__
+from brainmap.errors import UserError
+from brainmap.mcp_server import create_server
+from brainmap.ops import Brain, GetInput, NoInput, Op, served
+
+log = logging.getLogger("brainmap.server")
+# FastAPI puts an alias on the parameter that carries a query-parameter model; pydantic warns
+# that it has no effect there (it does not need one)
+warnings.filterwarnings(
+    "ignore",
+    message="The 'alias' attribute with value 'inp'",
+    category=UnsupportedFieldAttributeWarning,
+)
+
+DEFAULT_PORT = 8765
+DEFAULT_MAX_BODY = 2 * 1024 * 1024
+PROBLEM = "application/problem+json"
+_UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457 problem details)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    hint: str | None = None
+
+
+def problem(
+    status: int, detail: str, hint: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    from http import HTTPStatus
+
+    body = Problem(title=HTTPStatus(status).phrase, status=status, detail=detail, hint=hint)
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM, headers=headers
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """ASGI middleware: Host, Origin, bearer token and body size, for every route."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: set[str],
+        token: str | None,
+        max_body: int,
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = {h.lower() for h in allowed_hosts}
+        self.token = token
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit():
+            if int(length) > self.max_body:
+                await self._too_large(scope, receive, send)
+                return
+        elif scope["method"] in _UNSAFE_METHODS:  # a streamed body: read it all, within the limit
+            body = await self._buffer(receive)
+            if body is None:
+                await self._too_large(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> ASGIApp | None:
+        host = _hostname(headers.get("host", ""))
+        if host not in self.allowed_hosts:
+            return problem(421, f"requests for host {host!r} are not served here",
+                           "use the address the server was started with")  # fmt: skip
+        origin = headers.get("origin")
+        path, method = scope["path"], scope["method"]
+        browser_write = method in _UNSAFE_METHODS or path.startswith("/mcp")
+        if (
+            browser_write
+            and origin is not None
+            and _hostname(origin.partition("://")[2]) not in self.allowed_hosts
+        ):
+            return problem(403, f"cross-origin request from {origin} refused")
+        if browser_write and headers.get("sec-fetch-site") == "cross-site":
+            return problem(403, "cross-site request refused")
+        if self.token is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), self.token):
+                return problem(401, "a valid bearer token is required",
+                               headers={"WWW-Authenticate": 'Bearer realm="brainmap"'})  # fmt: skip
+        return None
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await problem(413, f"request body larger than {self.max_body} bytes")(scope, receive, send)
+
+    async def _buffer(self, receive: Receive) -> bytes | None:
+        """The whole streamed body, or None as soon as it passes the limit."""
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                return None
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the app an already read body, then defers to the real one."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _hostname(value: str) -> str:
+    """The host part of a Host header or an origin's authority (no port, brackets kept)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value.partition("]")[0] + "]"
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+def allowed_hostnames(bind: str, extra: list[str]) -> set[str]:
+    """Names a request may use to reach us: loopback names, the bound address, this
+    machine's names when bound to every interface, and anything given with --allow-host."""
+    names = {"localhost", "127.0.0.1", "[::1]"}
+    if bind in ("0.0.0.0", "::", ""):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    else:
+        names.add(f"[{bind}]" if ":" in bind else bind)
+    return names | {_hostname(h) or h.lower() for h in extra}
+
+
+# --- routes from the operations table -------------------------------------------------------
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {PROBLEM: {}}, "description": description}
+    for status, description in {
+        400: "Bad input",
+        401: "Missing or wrong bearer token",
+        403: "Refused (read-only server, cross-origin, or a path outside the library)",
+        404: "Not found",
+        409: "Conflict with the current state",
+        413: "Body too large",
+        421: "Foreign Host header",
+        422: "Invalid parameters",
+    }.items()
+}
+
+
+def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[..., Any]:
+    """A FastAPI endpoint with a signature FastAPI can read: query, path or body input."""
+    if o.input is NoInput:
+        parameters: list[inspect.Parameter] = []
+    elif o.input is GetInput:
+        parameters = [_param("ref", Annotated[str, Path(description="Entry id or library:path.")])]
+    else:
+        where = Query() if method == "GET" else Body()
+        parameters = [_param("inp", Annotated[o.input, where])]
+
+    def endpoint(**given: Any) -> Any:
+        if read_only and o.writes:
+            raise UserError(f"{o.tool} is disabled: the server runs with --read-only", status=403)
+        if o.input is NoInput:
+            inp: BaseModel = NoInput()
+        elif o.input is GetInput:
+            inp = GetInput(ref=given["ref"])
+        else:
+            inp = given["inp"]
+        return o.func(brain, inp)
+
+    endpoint.__signature__ = inspect.Signature(parameters, return_annotation=o.output)  # type: ignore[attr-defined]
+    endpoint.__name__ = f"{o.tool}_{method.lower()}"
+    return endpoint
+
+
+def _add_route(app: FastAPI, o: Op, brain: Brain, read_only: bool, method: str) -> None:
+    app.add_api_route(
+        o.path,
+        _endpoint(o, brain, read_only, method),
+        methods=[method],
+        response_model=o.output,
+        summary=o.description.split("\n")[0].rstrip("."),
+        description=o.description,
+        operation_id=f"{o.tool}_{method.lower()}",
+        tags=["write" if o.writes else "read"],
+        responses={**_ERRORS},
+    )
+
+
+def _param(name: str, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+
+
+def create_app(
+    brain: Brain,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    read_only: bool = False,
+    allow_hosts: list[str] | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+) -> ASGIApp:
+    """The whole HTTP application: REST + OpenAPI + MCP, behind the guard."""
+    from mcp.server.streamable_http_manager import (
+        StreamableHTTPASGIApp,
+        StreamableHTTPSessionManager,
+    )
+
+    # the Guard checks Host and Origin for every route, /mcp included
+    manager = StreamableHTTPSessionManager(
+        app=create_server(brain, read_only=read_only), max_request_body_size=max_body
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    app = FastAPI(
+        title="brainmap",
+        version=__version__,
+        description="A local knowledge brain: hybrid search over markdown libraries. "
+        "The same operations are MCP tools at /mcp (streamable HTTP).",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    for o in served():
+        for method in o.methods:
+            _add_route(app, o, brain, read_only, method)
+    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), methods=None))
+
+    @app.get("/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    _install_error_handlers(app)
+    return Guard(
+        app,
+        allowed_hosts=allowed_hostnames(host, allow_hosts or []),
+        token=token,
+        max_body=max_body,
+    )
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(UserError)
+    async def user_error(_: Request, exc: UserError) -> JSONResponse:
+        return problem(exc.status, exc.message, exc.hint)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'] if p != 'body') or 'body'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        return problem(422, problems or "invalid request")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def crash(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error")
+        return problem(500, f"internal error: {type(exc).__name__}")
+
+
+def serve(
+    brain: Brain,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    read_only: bool = False,
+    allow_hosts: list[str] | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the HTTP server until interrupted. Any address but loopback needs a token."""
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise UserError(
+            f"serving on {host} exposes the brain to the network; a token is required",
+            hint="pass --token (or set $BRAINMAP_TOKEN), or bind 127.0.0.1",
+        )
+    app = create_app(brain, host=host, token=token, read_only=read_only, allow_hosts=allow_hosts,
+                     max_body=max_body)  # fmt: skip
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    if ready is not None:
+        shown = f"[{host}]" if ":" in host else host
+        ready(f"http://{shown}:{port}")
+    server.run()
+
+
+def openapi_document(brain: Brain) -> dict[str, Any]:
+    """The OpenAPI document (snapshot-tested)."""
+    app = create_app(brain)
+    inner: Any = app
+    while not isinstance(inner, FastAPI):
+        inner = inner.app
+    document: dict[str, Any] = json.loads(json.dumps(inner.openapi()))
+    return document

@@ -1,0 +1,164 @@
+"""MCP with the official SDK client: every tool over stdio (a spawned `brainmap mcp`) and over
+streamable HTTP (a real `brainmap serve`). RELIABILITY 15 (stdio exits on EOF)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from brainmap import ops
+from brainmap.mcp_server import tool_list
+from conftest import serving
+from test_server import _snapshot
+
+TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries"}
+Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
+
+
+def _stdio(home: Path, *args: str) -> Connect:
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ClientSession]:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "brainmap", "mcp", *args],
+            env={**os.environ, "BRAINMAP_HOME": str(home)},
+        )  # fmt: skip
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+    return connect
+
+
+def _http(url: str) -> Connect:
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ClientSession]:
+        async with (
+            streamable_http_client(f"{url}/mcp") as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    return connect
+
+
+async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+    return dict(result.structured_content or {})
+
+
+async def _exercise_every_tool(connect: Connect) -> None:
+    async with connect() as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(listed) == TOOLS
+        assert all(tool.description and len(tool.description) > 60 for tool in listed.values())
+        assert listed["search"].input_schema["required"] == ["query"]
+        hits = (await _call(session, "search", {"query": "undo the last commit", "limit": 3}))[
+            "hits"
+        ]
+        assert hits[0]["path"] == "patterns/git-undo-commit.md"
+        entry = await _call(session, "get", {"ref": hits[0]["id"]})
+        assert entry["title"] == "Undo the last git commit"
+        assert (await _call(session, "stats", {}))["entries"] > 0
+        assert "checks" in await _call(session, "doctor", {})
+        libraries = (await _call(session, "libraries", {}))["libraries"]
+        assert {lib["name"] for lib in libraries} == {"brain", "example"}
+        saved = await _call(session, "save", {"title": "MCP saved: mango lassi ratio",
+                                              "body": "two parts yoghurt, one part mango", "library": "example"})  # fmt: skip
+        assert saved["status"] == "saved"
+        duplicate = await _call(session, "save", {"title": "MCP saved: mango lassi ratio",
+                                                  "body": "two parts yoghurt, one part mango"})  # fmt: skip
+        assert (
+            duplicate["status"] == "duplicate" and duplicate["candidates"][0]["id"] == saved["id"]
+        )
+        hint = await _call(session, "ingest", {})
+        assert hint["status"] == "hint" and "uri" in hint["message"]
+        ingested = await _call(session, "ingest", {"text": "Observed: the nightly build takes 41 minutes.",
+                                                   "uri": "ci://nightly", "library": "example"})  # fmt: skip
+        assert ingested["status"] == "saved"
+        report = await _call(session, "reindex", {"embed": False})
+        assert {lib["library"] for lib in report["libraries"]} == {"brain", "example"}
+        found = (await _call(session, "search", {"query": "mango lassi"}))["hits"]
+        assert found[0]["id"] == saved["id"]
+        bad = await session.call_tool("search", {"query": 3})
+        assert bad.is_error and "invalid arguments" in bad.content[0].text  # type: ignore[union-attr]
+        missing = await session.call_tool("get", {"ref": "no-such-entry"})
+        assert missing.is_error and "no entry" in missing.content[0].text  # type: ignore[union-attr]
+
+
+def test_every_tool_over_stdio(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    anyio.run(_exercise_every_tool, _stdio(home))
+
+
+def test_every_tool_over_streamable_http(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    with serving(home) as url:
+        anyio.run(_exercise_every_tool, _http(url))
+
+
+def test_instructions_say_what_the_brain_holds(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+
+    async def check() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "brainmap", "mcp"],
+                                       env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            init = await session.initialize()
+            assert init.instructions and "`search` first" in init.instructions
+            assert "- example (project): 14 entries" in init.instructions
+
+    anyio.run(check)
+
+
+def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+
+    async def check() -> None:
+        async with _stdio(home, "--read-only")() as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert names == TOOLS - {"save", "ingest", "reindex"}
+            refused = await session.call_tool("save", {"title": "x"})
+            assert refused.is_error and "read-only" in refused.content[0].text  # type: ignore[union-attr]
+
+    anyio.run(check)
+
+
+def test_tool_list_snapshot() -> None:
+    """Interface changes are reviewed: the MCP tool list is compared with a snapshot."""
+    tools = [tool.model_dump(mode="json", exclude_none=True) for tool in tool_list(read_only=False)]
+    _snapshot("mcp_tools.json", tools)
+
+
+def test_stdio_server_exits_soon_after_stdin_closes(brain: ops.Brain, home: Path) -> None:
+    """RELIABILITY 15: an agent that goes away must not leave a server behind."""
+    brain.close()
+    proc = subprocess.Popen([sys.executable, "-m", "brainmap", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    proc.stdin.write((json.dumps(hello) + "\n").encode())
+    proc.stdin.flush()
+    assert b'"result"' in proc.stdout.readline()  # it is up and answering
+    started = time.monotonic()
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    assert time.monotonic() - started < 1.5
+    assert proc.returncode == 0
