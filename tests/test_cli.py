@@ -201,3 +201,42 @@ def test_doctor_says_busy_instead_of_damaged(home: Path) -> None:
         holder.close()
     check = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "integrity")
     assert not check["ok"] and "not checked" in check["detail"] and "again" in check["fix"]
+
+
+def test_save_and_ingest_from_the_command_line(
+    home: Path, tmp_path: Path, warm_cache: Path
+) -> None:
+    lib = tmp_path / "lib"
+    write(lib / "seed.md", "# Seed\n\nThe staging database is restored from backup every Monday.\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    (home / "vectors.db").write_bytes(warm_cache.read_bytes())
+    run_cli(home, "reindex")
+    saved = json.loads(
+        run_cli(
+            home,
+            "save",
+            "Staging restore day",
+            "-l",
+            "lib",
+            "-t",
+            "gotcha",
+            "--tag",
+            "ops",
+            "--json",
+            input="Staging is restored from the Monday backup.",
+        ).stdout
+    )
+    assert (
+        saved["status"] == "saved" and (lib / saved["path"]).read_text().count("Monday backup") == 1
+    )
+    again = run_cli(home, "save", "Staging restore day", "-l", "lib", "-b", "anything", check=False)
+    assert again.returncode == 3 and "not saved" in again.stderr and saved["id"] in again.stdout
+    merged = run_cli(
+        home, "save", "Also Tuesdays", "-l", "lib", "--merge-into", saved["id"], "-b", "since May"
+    )
+    assert merged.stdout.startswith("merged:")
+    hint = run_cli(home, "ingest", input="")
+    assert "--uri" in hint.stdout or "uri" in hint.stdout
+    ingested = json.loads(run_cli(home, "ingest", "-", "--uri", "https://example.org/x", "-l", "lib",
+                                  "--json", input="Observed today: deploys pause at 17:00.").stdout)  # fmt: skip
+    assert ingested["status"] == "saved" and ingested["path"].startswith("inbox/")

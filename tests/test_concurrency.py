@@ -112,3 +112,53 @@ def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: P
     assert after.store.pending_count(after.searcher.model) == 0
     assert after.store.integrity() == []
     after.close()
+
+
+_SAVE_ONE = """
+import json, sys
+from brainmap import ops
+brain = ops.Brain(sys.argv[1])
+kw = json.loads(sys.argv[2])
+print(json.dumps(ops.to_jsonable(ops.save(brain, ops.SaveInput(**kw)))))
+"""
+
+
+def _in_processes(home: Path, inputs: list[dict[str, object]]) -> list[dict[str, object]]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SAVE_ONE, str(home), json.dumps(kw)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kw in inputs
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-500:] for _, err in outputs]
+    return [json.loads(out) for out, _ in outputs]
+
+
+def test_same_note_saved_by_four_processes_at_once_is_written_once(
+    brain: ops.Brain, home: Path, library: Path
+) -> None:
+    brain.close()
+    note = {"title": "Rotate the signing key", "body": "Every 90 days, with `make rotate`.",
+            "library": "example"}  # fmt: skip
+    results = _in_processes(home, [note] * 4)
+    assert sorted(r["status"] for r in results) == ["duplicate"] * 3 + ["saved"]
+    assert len(list(library.glob("rotate-the-signing-key*.md"))) == 1
+
+
+def test_four_processes_merging_into_one_entry_lose_nothing(
+    brain: ops.Brain, home: Path, library: Path
+) -> None:
+    target = brain.store.find_entry("example:gotchas/cron-timezone.md")
+    assert target is not None
+    brain.close()
+    inputs = [
+        {"title": f"Update {i}", "body": f"merged body {i}", "merge_into": target[0]}
+        for i in range(4)
+    ]
+    assert {r["status"] for r in _in_processes(home, inputs)} == {"merged"}
+    text = (library / "gotchas" / "cron-timezone.md").read_text()
+    assert all(f"merged body {i}" in text for i in range(4))

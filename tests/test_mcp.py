@@ -80,7 +80,7 @@ async def _exercise_every_tool(connect: Connect) -> None:
         saved = await _call(session, "save", {"title": "MCP saved: mango lassi ratio",
                                               "body": "two parts yoghurt, one part mango", "library": "example"})  # fmt: skip
         assert saved["status"] == "saved"
-        duplicate = await _call(session, "save", {"title": "MCP saved: mango lassi ratio",
+        duplicate = await _call(session, "save", {"title": "MCP saved: mango lassi ratio", "library": "example",
                                                   "body": "two parts yoghurt, one part mango"})  # fmt: skip
         assert (
             duplicate["status"] == "duplicate" and duplicate["candidates"][0]["id"] == saved["id"]

@@ -229,3 +229,39 @@ def test_eight_concurrent_clients_for_twenty_seconds(served: str) -> None:
         assert httpx.get(f"{served}/get/{entry_id}").status_code == 200
     stats = httpx.get(f"{served}/stats").json()
     assert stats["pending_embeddings"] == 0
+
+
+def test_guard_edge_cases(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    port = free_port()
+    with serving(home, "--token", "s3cret", "--allow-host", "brain.internal", port=port) as url:
+        auth = {"Authorization": "Bearer s3cret"}
+        odd = httpx.get(f"{url}/stats", headers={"Authorization": "Bearer caf\xe9".encode("latin-1")})
+        assert odd.status_code == 401  # a non-ASCII token is a wrong token, not a crash
+        assert httpx.post(f"{url}/mcp", json={}).status_code == 401  # the token guards /mcp too
+        assert (
+            httpx.get(
+                f"{url}/stats", headers={**auth, "Host": f"brain.internal:{port}"}
+            ).status_code
+            == 200
+        )
+        other_port = {**auth, "Origin": f"http://localhost:{port + 1}"}  # another local dev server
+        assert httpx.post(f"{url}/reindex", json={}, headers=other_port).status_code == 403
+        own = {**auth, "Origin": f"http://localhost:{port}"}
+        assert httpx.post(f"{url}/reindex", json={"embed": False}, headers=own).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/search", '{"query": "abc \\ud800"}'),
+        ("POST", "/save", '{"title": "x", "merge_into": "\\ud800"}'),
+        ("POST", "/save", '{"title": "t \\udfff", "body": "b"}'),
+        ("GET", "/get/~nosuchuser", None),
+    ],
+)
+def test_odd_input_is_4xx(served: str, method: str, path: str, body: str | None) -> None:
+    headers = {"content-type": "application/json"}
+    response = httpx.request(method, f"{served}{path}", content=body, headers=headers)
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["content-type"] == "application/problem+json"

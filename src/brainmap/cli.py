@@ -64,13 +64,12 @@ def _fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
 def _validate(model: Any, **values: Any) -> Any:
     from pydantic import ValidationError
 
+    from brainmap.ops import describe_errors
+
     try:
         return model(**values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        _fail(problems, code=2)
+        _fail(describe_errors(exc.errors()), code=2)
 
 
 json_option = click.option("--json", "json_out", is_flag=True, help="Print machine-readable JSON.")
@@ -142,7 +141,8 @@ def library() -> None:
 def library_add(
     name: str, path: Path, scope: str, include: tuple[str, ...], exclude: tuple[str, ...], json_out: bool
 ) -> None:  # fmt: skip
-    """Register the folder PATH as library NAME. Its files are read, never changed.
+    """Register the folder PATH as library NAME. Indexing only reads its files; brainmap
+    writes there only when you save or merge into this library.
 
     \b
     Example:

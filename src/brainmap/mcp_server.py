@@ -18,7 +18,16 @@ from pydantic import TypeAdapter, ValidationError
 
 from brainmap import __version__
 from brainmap.errors import UserError
-from brainmap.ops import OPS, Brain, NoInput, Op, library_list, served, to_jsonable
+from brainmap.ops import (
+    OPS,
+    Brain,
+    NoInput,
+    Op,
+    describe_errors,
+    library_list,
+    served,
+    to_jsonable,
+)
 
 
 def tools(read_only: bool) -> dict[str, Op]:
@@ -91,11 +100,7 @@ def create_server(brain: Brain, *, read_only: bool = False) -> Server[Any]:
         try:
             inp = o.input.model_validate(params.arguments or {})
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            return _error(f"invalid arguments: {problems}")
+            return _error(f"invalid arguments: {describe_errors(exc.errors())}")
         try:
             result = await anyio.to_thread.run_sync(partial(o.func, brain, inp))
         except UserError as exc:

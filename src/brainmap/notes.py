@@ -8,20 +8,24 @@ exists nothing is written unless the caller forces it or merges into that entry.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from brainmap.config import Config, LibraryConfig
 from brainmap.errors import UserError
-from brainmap.indexer import index_files
+from brainmap.indexer import entry_id, index_files
 from brainmap.safefile import UnsafePathError, atomic_create, atomic_write
 from brainmap.search import Searcher
 
-_SLUG_MAX = 80
+_SLUG_MAX_CHARS = 80
+_SLUG_MAX_BYTES = 200
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
 _NON_WORD = re.compile(r"[^\w]+|_+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # all but tab and newlines
@@ -58,28 +62,53 @@ class SaveResult:
     message: str = ""
 
 
-def slugify(text: str) -> str:
-    """A file-name-safe slug: letters and digits of any script, joined by '-'."""
+def _slug(text: str) -> str:
     folded = unicodedata.normalize("NFKD", text)
     folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
     slug = _NON_WORD.sub("-", unicodedata.normalize("NFKC", folded).lower()).strip("-")
-    slug = slug[:_SLUG_MAX].rstrip("-") or "note"
+    # readable names, and file systems limit them to 255 bytes: cut on a character boundary
+    cut = slug[:_SLUG_MAX_CHARS].encode("utf-8")[:_SLUG_MAX_BYTES]
+    return cut.decode("utf-8", "ignore").rstrip("-")
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe slug: letters and digits of any script, joined by '-'."""
+    slug = _slug(text) or "note"
     return f"{slug}-note" if slug in _RESERVED else slug
 
 
 def safe_folder(folder: str | None) -> Path:
     """A relative folder made of slugs: '..', absolute paths and drive letters cannot survive."""
-    parts = [slugify(part) for part in re.split(r"[\\/]+", folder or "") if slugify(part) != "note"]
+    parts = [slugify(part) for part in re.split(r"[\\/]+", folder or "") if _slug(part)]
     return Path(*parts) if parts else Path()
+
+
+@contextmanager
+def library_lock(home: Path, library: str) -> Iterator[None]:
+    """Serialises writers of one library across processes: the dedup check, the write and
+    the index update of a save (or the read-modify-write of a merge) form one step."""
+    folder = home / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{slugify(library)}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
+def _clean(text: str) -> str:
+    """Newlines normalised, control characters (which would make the file 'binary') dropped."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n")).strip("\n")
+
+
 def render(meta: dict[str, Any], title: str, body: str) -> str:
     """Frontmatter plus body; a heading with the title is added when the body has none."""
-    body = _CONTROL.sub("", body.replace("\r\n", "\n")).strip("\n")
+    body = _clean(body)
     if not body.lstrip().startswith("#"):
         body = f"# {title}\n\n{body}" if body else f"# {title}"
     import yaml  # lazily: the search path never writes
@@ -115,6 +144,7 @@ class Notes:
         force: bool = False,
         merge_into: str | None = None,
         extra: dict[str, Any] | None = None,
+        same_title_is_duplicate: bool = True,
     ) -> SaveResult:
         """Write a new entry (or merge into ``merge_into``) unless a near-duplicate exists."""
         title = " ".join(_CONTROL.sub("", title).split())
@@ -123,89 +153,109 @@ class Notes:
         if merge_into:
             return self._merge(merge_into, title, body)
         lib = self.library(library)
-        draft = f"{title}\n\n{body}"
-        neighbours = self.searcher.similar(draft, limit=8)
-        candidates = self._duplicates(lib, title, neighbours)
-        if candidates and not force:
-            return SaveResult(
-                "duplicate", lib.name, title, candidates=candidates,
-                message="a very similar entry exists; nothing was written. Pass force to save "
-                "anyway, or merge_into=<id> to add this as a dated section of that entry.",
-            )  # fmt: skip
-        clean_tags = [t.strip().lstrip("#").lower() for t in tags or [] if t.strip().lstrip("#")]
-        suggested = False
-        if not clean_tags:
-            clean_tags = _suggest_tags(neighbours)
-            suggested = bool(clean_tags)
-        meta: dict[str, Any] = {"title": title, "type": (type or "note").strip().lower()}
-        if clean_tags:
-            meta["tags"] = clean_tags
-        if project:
-            meta["project"] = project
-        meta["created"] = _now().date()
-        meta |= extra or {}
-        data = render(meta, title, body).encode("utf-8")
-        base = safe_folder(folder) / slugify(title)
+        with library_lock(self.cfg.home, lib.name):
+            neighbours = self.searcher.similar(f"{title}\n\n{body}", limit=8)
+            candidates = self._duplicates(lib, title, neighbours, same_title_is_duplicate)
+            if candidates and not force:
+                return SaveResult(
+                    "duplicate", lib.name, title, candidates=candidates,
+                    message="a very similar entry exists; nothing was written. Pass force to "
+                    "save anyway, or merge_into=<id> to add this as a dated section of it.",
+                )  # fmt: skip
+            clean_tags = [
+                t.strip().lstrip("#").lower() for t in tags or [] if t.strip().lstrip("#")
+            ]
+            suggested = not clean_tags
+            if suggested:
+                clean_tags = _suggest_tags(neighbours)
+            meta: dict[str, Any] = {"title": title, "type": (type or "note").strip().lower()}
+            if clean_tags:
+                meta["tags"] = clean_tags
+            if project:
+                meta["project"] = project
+            meta["created"] = _now().date()
+            meta |= extra or {}
+            path = self._create(
+                lib, safe_folder(folder) / slugify(title), render(meta, title, body)
+            )
+            rel = path.relative_to(lib.path.resolve()).as_posix()
+            try:
+                (entry,) = index_files(self.cfg, self.store, lib, [rel])
+            except BaseException:
+                # never leave a file the index does not know, nor an entry without its file
+                path.unlink(missing_ok=True)
+                self.store.delete_entries([entry_id(lib.name, rel)])
+                raise
+        return SaveResult(
+            "saved", lib.name, title, entry, rel, str(path), clean_tags,
+            suggested and bool(clean_tags), candidates, "saved and indexed",
+        )  # fmt: skip
+
+    def _create(self, lib: LibraryConfig, base: Path, text: str) -> Path:
         names = (
             lib.path / base.with_name(f"{base.name}{'' if n == 1 else f'-{n}'}.md")
             for n in range(1, 1000)
         )
         try:
-            path = atomic_create(lib.path, names, data)
+            return atomic_create(lib.path, names, text.encode("utf-8"))
         except UnsafePathError as exc:
             raise UserError(
                 f"refused to write outside library {lib.name!r}: {exc}", status=403
             ) from exc
-        rel = path.relative_to(lib.path.resolve()).as_posix()
-        try:
-            (entry,) = index_files(self.cfg, self.store, lib, [rel])
-        except BaseException:
-            path.unlink(missing_ok=True)  # never leave a file the index does not know
-            raise
-        return SaveResult(
-            "saved", lib.name, title, entry, rel, str(path), clean_tags, suggested, candidates,
-            "saved and indexed",
-        )  # fmt: skip
+        except FileExistsError as exc:
+            raise UserError(f"999 entries already use the name {base.name!r}", status=409) from exc
 
     def _duplicates(
-        self, lib: LibraryConfig, title: str, neighbours: list[tuple[Any, float]]
+        self,
+        lib: LibraryConfig,
+        title: str,
+        neighbours: list[tuple[Any, float]],
+        same_title_is_duplicate: bool,
     ) -> list[Candidate]:
+        """Entries of the target library that the new one would duplicate."""
         threshold = self.cfg.save.dedup_threshold
         out: dict[str, Candidate] = {}
         for row, similarity in neighbours:
-            if similarity >= threshold and row.entry_id not in out:
+            if row.library == lib.name and similarity >= threshold and row.entry_id not in out:
                 out[row.entry_id] = Candidate(
-                    row.entry_id,
-                    row.library,
-                    row.path,
-                    row.title,
-                    round(similarity, 4),
+                    row.entry_id, row.library, row.path, row.title, round(similarity, 4),
                     "similar text",
-                )
-        for entry_id, path, other in self.store.entries_titled(title, lib.name):
-            out.setdefault(entry_id, Candidate(entry_id, lib.name, path, other, None, "same title"))
+                )  # fmt: skip
+        if same_title_is_duplicate:
+            for found, path, other in self.store.entries_titled(title, lib.name):
+                out.setdefault(found, Candidate(found, lib.name, path, other, None, "same title"))
         return list(out.values())
 
-    def _merge(self, entry_id: str, title: str, body: str) -> SaveResult:
-        row = self.store.entry(entry_id)
+    def _merge(self, target: str, title: str, body: str) -> SaveResult:
+        """Append a dated section to an entry; on any failure the file keeps its old bytes."""
+        row = self.store.entry(target)
         if row is None:
-            raise UserError(f"no entry {entry_id!r} to merge into", status=404)
+            raise UserError(f"no entry {target!r} to merge into", status=404)
         lib = self.cfg.library(row["library"])
         path = lib.path / row["path"]
-        try:
-            current = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read {path} to merge into it: {exc}", status=409) from exc
-        section = f"\n## {title} ({_now().date().isoformat()})\n\n{body.strip()}\n"
-        try:
-            atomic_write(lib.path, path, (current.rstrip("\n") + "\n" + section).encode("utf-8"))
-        except UnsafePathError as exc:
-            raise UserError(
-                f"refused to write outside library {lib.name!r}: {exc}", status=403
-            ) from exc
-        index_files(self.cfg, self.store, lib, [row["path"]])
+        with library_lock(self.cfg.home, lib.name):
+            try:
+                old = path.read_bytes()
+                text = old.decode("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"cannot merge into {path}: {exc}", status=409) from exc
+            newline = "\r\n" if "\r\n" in text else "\n"
+            lines = [f"## {title} ({_now().date().isoformat()})", "", *_clean(body).split("\n")]
+            new = text.rstrip("\r\n") + newline * 2 + newline.join(lines) + newline
+            try:
+                atomic_write(lib.path, path, new.encode("utf-8"))
+            except UnsafePathError as exc:
+                raise UserError(
+                    f"refused to write outside library {lib.name!r}: {exc}", status=403
+                ) from exc
+            try:
+                index_files(self.cfg, self.store, lib, [row["path"]])
+            except BaseException:
+                atomic_write(lib.path, path, old)
+                index_files(self.cfg, self.store, lib, [row["path"]])
+                raise
         return SaveResult(
-            "merged", lib.name, row["title"], entry_id, row["path"], str(path), row["tags"],
+            "merged", lib.name, row["title"], target, row["path"], str(path), row["tags"],
             message=f"appended a dated section to {row['path']}",
         )  # fmt: skip
 
@@ -238,4 +288,4 @@ INGEST_HINT = (
 def ingest_title(text: str, uri: str | None) -> str:
     """A title for a raw leaf: its first line, else its source."""
     first = next((line.strip("# ").strip() for line in text.splitlines() if line.strip()), "")
-    return (first[:_SLUG_MAX] or uri or "ingested note").strip()
+    return (first[:120] or uri or "ingested note").strip()

@@ -10,12 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from brainmap import config as config_mod
 from brainmap import evaluate
@@ -48,17 +56,25 @@ class Brain:
         self.cfg, self.created = ensure_home(self.home)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._stores: list[Store] = []
+        self._stores: list[Store] = []  # every connection opened, for close()
+        self._idle: list[Store] = []  # connections of threads that ended
         self._vectors: VectorIndex | None = None
 
     @property
     def store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
-            store = Store(self.cfg.db_path)
-            self._local.store = store
             with self._lock:
-                self._stores.append(store)
+                store = self._idle.pop() if self._idle else None
+            if store is None:
+                store = Store(self.cfg.db_path)
+                with self._lock:
+                    self._stores.append(store)
+            self._local.store = store
+            # server worker threads come and go: a dead thread's connection serves the next
+            # thread. (Closing it would not free its file: SQLite keeps the descriptor of a
+            # connection closed while others hold locks on the file, until they all close.)
+            weakref.finalize(threading.current_thread(), self._idle.append, store)
         return store
 
     @property
@@ -82,7 +98,7 @@ class Brain:
     def close(self) -> None:
         """Close every thread's connection (call when no operation is running)."""
         with self._lock:
-            stores, self._stores = self._stores, []
+            stores, self._stores, self._idle = self._stores, [], []
         for store in stores:
             store.close()
         self._local = threading.local()
@@ -157,6 +173,28 @@ def to_jsonable(value: Any) -> Any:
 class _Input(BaseModel):
     # defer_build: a CLI run validates one model; building all schemas at import costs 40 ms
     model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        """JSON can carry half a UTF-16 pair; no file, index or model can store it."""
+        for value in data.values() if isinstance(data, dict) else ():
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str):
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise ValueError("text contains a lone UTF-16 surrogate") from None
+        return data
+
+
+def describe_errors(errors: Sequence[Any]) -> str:
+    """One line for pydantic (or FastAPI) validation errors: the first problem of each field."""
+    seen: dict[str, str] = {}
+    for err in errors:
+        where = ".".join(str(p) for p in err["loc"] if p != "body") or "input"
+        seen.setdefault(where.split(".")[0], f"{where}: {err['msg']}")
+    return "; ".join(seen.values()) or "invalid input"
 
 
 # --- libraries ------------------------------------------------------------------------------
@@ -390,7 +428,7 @@ def get(brain: Brain, inp: GetInput) -> EntryInfo:
 
 def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
     """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
-    path = Path(ref).expanduser().absolute()
+    path = Path(ref).absolute()  # no ~ expansion: refs also come from the network
     for lib in brain.cfg.libraries:
         root = lib.path.absolute()
         if path.is_relative_to(root):
@@ -417,7 +455,11 @@ class SaveInput(_Input):
     project: str | None = Field(None, max_length=100)
     folder: str | None = Field(None, max_length=200, description="Sub-folder in the library.")
     force: bool = Field(False, description="Write even when a near-duplicate exists.")
-    merge_into: str | None = Field(None, description="Append as a dated section of this entry id.")
+    merge_into: str | None = Field(
+        None,
+        description="Append title and body as a dated section of this entry id (the other "
+        "fields are then ignored).",
+    )
 
 
 @op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
@@ -458,6 +500,7 @@ def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
     return brain.notes.save(
         title=inp.title or ingest_title(inp.text, inp.uri), body=inp.text, type="note",
         tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
+        same_title_is_duplicate=False,  # the title is only the text's first line
     )  # fmt: skip
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 TEMP_PREFIX = ".brainmap-tmp-"
 TEMP_MAX_AGE_S = 600  # older temp files are abandoned even when their pid was reused
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once, at import, before any thread could race with it
 
 
 class UnsafePathError(ValueError):
@@ -32,9 +34,10 @@ def contained(root: Path, target: Path) -> Path:
     return resolved
 
 
-def _write_temp(folder: Path, data: bytes) -> str:
+def _write_temp(folder: Path, data: bytes, mode: int) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=folder)
     try:
+        os.fchmod(fd, mode)  # mkstemp makes it 0600; the file gets the mode it had, or a new one's
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -67,7 +70,11 @@ def atomic_write(root: Path, target: Path, data: bytes) -> bool:
     except FileNotFoundError:
         pass
     path = _prepare(root, path)
-    tmp = _write_temp(path.parent, data)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_UMASK
+    tmp = _write_temp(path.parent, data, mode)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -90,7 +97,7 @@ def atomic_create(root: Path, candidates: Iterable[Path], data: bytes) -> Path:
             if tmp is None or Path(tmp).parent != path.parent:
                 if tmp is not None:
                     Path(tmp).unlink(missing_ok=True)
-                tmp = _write_temp(path.parent, data)
+                tmp = _write_temp(path.parent, data, 0o666 & ~_UMASK)
             try:
                 os.link(tmp, path)
             except FileExistsError:

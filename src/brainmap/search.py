@@ -21,6 +21,7 @@ import numpy as np
 
 from brainmap.analysis import fold, fts_quote, is_stopword, query_terms
 from brainmap.config import Config, scope_label
+from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
 from brainmap.store import Filters, HitRow, Store
 
@@ -218,7 +219,7 @@ class Searcher:
         if embedder is None:
             return []
         try:
-            vector = embedder.passages([text])[0]
+            vector = embedder.passages([text[:MAX_EMBED_CHARS]])[0]
         except EmbedderError as exc:
             self._embedder_error = exc.message
             return []

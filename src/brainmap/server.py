@@ -18,6 +18,7 @@ import socket
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Path, Query
@@ -33,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from brainmap import __version__
 from brainmap.errors import UserError
 from brainmap.mcp_server import create_server
-from brainmap.ops import Brain, GetInput, NoInput, Op, served
+from brainmap.ops import Brain, GetInput, NoInput, Op, describe_errors, served
 
 log = logging.getLogger("brainmap.server")
 # FastAPI puts an alias on the parameter that carries a query-parameter model; pydantic warns
@@ -63,8 +64,6 @@ class Problem(BaseModel):
 def problem(
     status: int, detail: str, hint: str | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    from http import HTTPStatus
-
     body = Problem(title=HTTPStatus(status).phrase, status=status, detail=detail, hint=hint)
     return JSONResponse(
         body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM, headers=headers
@@ -89,15 +88,25 @@ class Guard:
         app: ASGIApp,
         *,
         allowed_hosts: set[str],
+        port: int | None,
         token: str | None,
         max_body: int,
     ) -> None:
         self.app = app
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
-        self.token = token
+        # a browser page may call us only from our own origin: same host name *and* port
+        self.allowed_origins = {
+            f"{scheme}://{host}{suffix}"
+            for host in self.allowed_hosts
+            for scheme, suffix in (("http", f":{port}"), ("https", f":{port}"))
+        }
+        self.token = token.encode("utf-8") if token is not None else None
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # none are served; refuse rather than pass unchecked
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -123,21 +132,25 @@ class Guard:
         host = _hostname(headers.get("host", ""))
         if host not in self.allowed_hosts:
             return problem(421, f"requests for host {host!r} are not served here",
-                           "use the address the server was started with")  # fmt: skip
+                           "use the address the server was started with, or start it with "
+                           "--allow-host NAME")  # fmt: skip
         origin = headers.get("origin")
         path, method = scope["path"], scope["method"]
         browser_write = method in _UNSAFE_METHODS or path.startswith("/mcp")
         if (
             browser_write
             and origin is not None
-            and _hostname(origin.partition("://")[2]) not in self.allowed_hosts
+            and origin.lower().rstrip("/") not in self.allowed_origins
         ):
             return problem(403, f"cross-origin request from {origin} refused")
         if browser_write and headers.get("sec-fetch-site") == "cross-site":
             return problem(403, "cross-site request refused")
         if self.token is not None:
             scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), self.token):
+            # compare bytes: compare_digest refuses non-ASCII str
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode("latin-1"), self.token
+            ):
                 return problem(401, "a valid bearer token is required",
                                headers={"WWW-Authenticate": 'Bearer realm="brainmap"'})  # fmt: skip
         return None
@@ -243,7 +256,7 @@ def _add_route(app: FastAPI, o: Op, brain: Brain, read_only: bool, method: str) 
         description=o.description,
         operation_id=f"{o.tool}_{method.lower()}",
         tags=["write" if o.writes else "read"],
-        responses={**_ERRORS},
+        responses={**_ERRORS},  # a copy per route: FastAPI keeps and extends it
     )
 
 
@@ -255,6 +268,7 @@ def create_app(
     brain: Brain,
     *,
     host: str = "127.0.0.1",
+    port: int | None = None,
     token: str | None = None,
     read_only: bool = False,
     allow_hosts: list[str] | None = None,
@@ -298,6 +312,7 @@ def create_app(
     return Guard(
         app,
         allowed_hosts=allowed_hostnames(host, allow_hosts or []),
+        port=port,
         token=token,
         max_body=max_body,
     )
@@ -310,11 +325,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'] if p != 'body') or 'body'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        return problem(422, problems or "invalid request")
+        return problem(422, describe_errors(exc.errors()))
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -345,8 +356,8 @@ def serve(
             f"serving on {host} exposes the brain to the network; a token is required",
             hint="pass --token (or set $BRAINMAP_TOKEN), or bind 127.0.0.1",
         )
-    app = create_app(brain, host=host, token=token, read_only=read_only, allow_hosts=allow_hosts,
-                     max_body=max_body)  # fmt: skip
+    app = create_app(brain, host=host, port=port, token=token, read_only=read_only,
+                     allow_hosts=allow_hosts, max_body=max_body)  # fmt: skip
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     if ready is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,16 +139,25 @@ def connect(path: Path | str) -> apsw.Connection:
     A file that is not a SQLite database raises :class:`UserError` with the fix.
     """
     conn = apsw.Connection(str(path))
-    try:
-        for name, setting in (PRAGMAS | _TUNING).items():
-            conn.execute(f"PRAGMA {name}={setting}").fetchall()
-    except (apsw.NotADBError, apsw.CorruptError) as exc:
-        conn.close()
-        raise UserError(
-            f"{path} is damaged or not a brainmap database ({exc})",
-            hint=f"it is derived data: delete {path} and run `brainmap reindex`",
-        ) from exc
-    return conn
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            for name, setting in (PRAGMAS | _TUNING).items():
+                conn.execute(f"PRAGMA {name}={setting}").fetchall()
+            return conn
+        except apsw.BusyError:
+            # switching a brand-new file to WAL while other processes open it too can fail
+            # at once, without the busy handler: retry for as long as busy_timeout allows
+            if time.monotonic() > deadline:
+                conn.close()
+                raise
+            time.sleep(0.01 + random.random() * 0.04)
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            conn.close()
+            raise UserError(
+                f"{path} is damaged or not a brainmap database ({exc})",
+                hint=f"it is derived data: delete {path} and run `brainmap reindex`",
+            ) from exc
 
 
 @contextmanager
