@@ -236,7 +236,9 @@ def test_guard_edge_cases(brain: ops.Brain, home: Path) -> None:
     port = free_port()
     with serving(home, "--token", "s3cret", "--allow-host", "brain.internal", port=port) as url:
         auth = {"Authorization": "Bearer s3cret"}
-        odd = httpx.get(f"{url}/stats", headers={"Authorization": "Bearer caf\xe9".encode("latin-1")})
+        odd = httpx.get(
+            f"{url}/stats", headers={"Authorization": "Bearer caf\xe9".encode("latin-1")}
+        )
         assert odd.status_code == 401  # a non-ASCII token is a wrong token, not a crash
         assert httpx.post(f"{url}/mcp", json={}).status_code == 401  # the token guards /mcp too
         assert (
