@@ -418,7 +418,7 @@ def _index_file(
         )
         for ch in parsed.chunks
     ]
-    store.put_entry(record, chunks, rewrite=full)
+    store.put_entry(record, chunks, rewrite=full, new=old is None)
     if old is None:
         report.added += 1
     else:

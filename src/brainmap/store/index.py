@@ -131,12 +131,18 @@ class Store:
             )
 
     def put_entry(
-        self, entry: EntryRecord, chunks: list[ChunkRecord], *, rewrite: bool = False
+        self,
+        entry: EntryRecord,
+        chunks: list[ChunkRecord],
+        *,
+        rewrite: bool = False,
+        new: bool = False,
     ) -> None:
         """Insert or replace an entry with its tags, chunks and FTS rows.
 
         Chunks whose id and embedding hash are unchanged keep their vector and only have their
-        position updated (and their FTS row rewritten when ``rewrite`` is set).
+        position updated (and their FTS row rewritten when ``rewrite`` is set). ``new`` says
+        the caller knows the entry is not in the index yet.
         """
         with self.write():
             c = self.conn
@@ -163,14 +169,17 @@ class Store:
                     json.dumps(entry.warnings, ensure_ascii=False),
                 ),
             )  # fmt: skip
-            c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
-            c.executemany(
-                "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
-                [(tag, entry.id) for tag in entry.tags],
-            )
-            old = dict(
-                c.execute("SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,))
-            )
+            old: dict[int, str] = {}
+            if not new:  # a new entry has no tags or chunks to compare with (most of a build)
+                c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
+                old = dict(
+                    c.execute("SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,))
+                )
+            if entry.tags:
+                c.executemany(
+                    "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
+                    [(tag, entry.id) for tag in entry.tags],
+                )
             new_ids = {ch.id for ch in chunks}
             gone = [(cid,) for cid in old if cid not in new_ids]
             c.executemany("DELETE FROM chunk WHERE id = ?", gone)
