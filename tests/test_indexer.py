@@ -259,12 +259,14 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
     subprocess.run(command, check=True, capture_output=True)
     duration = time.monotonic() - started
     rng = random.Random(5)
-    for _ in range(4):
+    landed = 0
+    for _ in range(5):
         _drop_index(crashed)
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 0.9) * duration)
+        time.sleep(rng.uniform(0.15, 0.7) * duration)
         proc.send_signal(signal.SIGKILL)
-        assert proc.wait() == -signal.SIGKILL  # it was still running: the kill landed mid-run
+        landed += proc.wait() == -signal.SIGKILL  # still running: the kill landed mid-run
+    assert landed >= 3  # (a run may finish early on a quiet machine; most must not)
     run_cli(crashed, "reindex")
     assert _comparable(crashed / "brain.db") == expected
 
