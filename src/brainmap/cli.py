@@ -476,7 +476,13 @@ def _read_body(body: str | None, file: Path | None) -> str:
     return ""
 
 
-def _print_saved(result: Any) -> None:
+def _print_saved(result: Any, json_out: bool) -> None:
+    """The outcome of save/ingest; a duplicate (nothing written) exits with status 3."""
+    if json_out:
+        _print_json(result)
+        if result.status == "duplicate":
+            sys.exit(3)
+        return
     if result.status == "duplicate":
         click.echo(f"not saved: {result.message}", err=True)
         for c in result.candidates:
@@ -542,13 +548,7 @@ def save(
         ops.SaveInput, title=title, body=_read_body(body, file), type=type_, tags=list(tag) or None,
         library=library, project=project, folder=folder, force=force, merge_into=merge_into,
     )  # fmt: skip
-    result = ops.save(_brain(), inp)
-    if json_out:
-        _print_json(result)
-        if result.status == "duplicate":
-            sys.exit(3)
-        return
-    _print_saved(result)
+    _print_saved(ops.save(_brain(), inp), json_out)
 
 
 @cli.command()
@@ -580,13 +580,7 @@ def ingest(
         ops.IngestInput, text=text, uri=uri, observed_at=observed_at, title=title,
         tags=list(tag) or None, library=library, force=force,
     )  # fmt: skip
-    result = ops.ingest(_brain(), inp)
-    if json_out:
-        _print_json(result)
-        if result.status == "duplicate":
-            sys.exit(3)
-        return
-    _print_saved(result)
+    _print_saved(ops.ingest(_brain(), inp), json_out)
 
 
 # --- serving --------------------------------------------------------------------------------
