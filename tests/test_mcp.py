@@ -23,7 +23,8 @@ from brainmap.mcp_server import tool_list
 from conftest import serving
 from test_server import _snapshot
 
-TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries"}
+TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries",
+         "neighbors", "backlinks", "refs", "git-import", "audit", "verify"}  # fmt: skip
 Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
 
@@ -98,6 +99,20 @@ async def _exercise_every_tool(connect: Connect) -> None:
         assert bad.is_error and "invalid arguments" in bad.content[0].text  # type: ignore[union-attr]
         missing = await session.call_tool("get", {"ref": "no-such-entry"})
         assert missing.is_error and "no entry" in missing.content[0].text  # type: ignore[union-attr]
+        # the graph tools
+        hop = (await _call(session, "search", {"query": "undo the last commit", "hop": 3}))["hits"]
+        assert hop[0]["hops"]["file"] == "file:example/patterns/git-undo-commit.md"
+        walk = await _call(session, "neighbors", {"node": "example:patterns/git-undo-commit.md"})
+        assert "file:example/patterns/git-undo-commit.md" in {n["key"] for n in walk["nodes"]}
+        links = await _call(session, "backlinks", {"ref": "git-undo-commit"})
+        assert links["entries"] == ["example:patterns/git-undo-commit.md"]
+        refs = await _call(session, "refs", {"file": "example:patterns/git-undo-commit.md"})
+        assert refs["breadcrumbs"] == []
+        imported = await _call(session, "git-import", {})
+        assert "example" in imported["not_git"]
+        assert (await _call(session, "audit", {"kind": "stale"}))["kind"] == "stale"
+        verified = await _call(session, "verify", {"ref": saved["id"]})
+        assert verified["status"] == "verified"
 
 
 def test_every_tool_over_stdio(brain: ops.Brain, home: Path) -> None:
@@ -131,7 +146,7 @@ def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:
     async def check() -> None:
         async with _stdio(home, "--read-only")() as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert names == TOOLS - {"save", "ingest", "reindex"}
+            assert names == TOOLS - {"save", "ingest", "reindex", "git-import", "verify"}
             refused = await session.call_tool("save", {"title": "x"})
             assert refused.is_error and "read-only" in refused.content[0].text  # type: ignore[union-attr]
 

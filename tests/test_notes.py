@@ -18,7 +18,7 @@ import pytest
 from brainmap import ops
 from brainmap.errors import UserError
 from brainmap.markdown import parse
-from brainmap.notes import slugify
+from brainmap.notes import SaveResult, slugify
 from brainmap.safefile import TEMP_PREFIX
 from conftest import write
 
@@ -27,7 +27,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def _save(brain: ops.Brain, **kw: object) -> ops.SaveResult:
+def _save(brain: ops.Brain, **kw: object) -> SaveResult:
     return ops.save(brain, ops.SaveInput(library="example", **kw))  # type: ignore[arg-type]
 
 

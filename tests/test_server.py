@@ -58,6 +58,20 @@ def test_rest_paths(served: str) -> None:
     assert hint["status"] == "hint"
     report = httpx.post(f"{served}/reindex", json={"embed": False}).json()
     assert {lib["library"] for lib in report["libraries"]} == {"brain", "example"}
+    hop = httpx.get(f"{served}/search", params={"query": "undo the last commit", "hop": 1}).json()
+    assert hop["hits"][0]["hops"]["path"] == "patterns/git-undo-commit.md"
+    walk = httpx.get(f"{served}/neighbors", params={"node": entry["id"], "depth": 2}).json()
+    assert walk["center"]["key"] == f"entry:{entry['id']}" and walk["edges"]
+    links = httpx.get(f"{served}/backlinks/git-undo-commit").json()
+    assert links["entries"] == ["example:patterns/git-undo-commit.md"]
+    assert (
+        httpx.get(f"{served}/refs/example:patterns/git-undo-commit.md").json()["breadcrumbs"] == []
+    )
+    assert httpx.post(f"{served}/git-import", json={}).json()["not_git"] == ["brain", "example"]
+    assert httpx.get(f"{served}/audit", params={"kind": "stale"}).json()["kind"] == "stale"
+    assert httpx.get(f"{served}/audit", params={"kind": "nonsense"}).status_code == 422
+    verified = httpx.post(f"{served}/verify", json={"ref": saved["id"]}).json()
+    assert verified["status"] == "verified"
 
 
 @pytest.mark.parametrize(
@@ -69,6 +83,12 @@ def test_rest_paths(served: str) -> None:
         ("GET", "/search?query=x&since=someday", None, 422),
         ("GET", "/search?query=x&library=nope", None, 404),
         ("GET", "/get/nothing", None, 404),
+        ("GET", "/neighbors?node=entity:nothing", None, 404),
+        ("GET", "/neighbors?node=x&depth=9", None, 422),
+        ("GET", "/backlinks/nothing-at-all", None, 404),
+        ("GET", "/refs/nolib:x.py", None, 404),
+        ("POST", "/git-import", {"libraries": ["example"]}, 400),
+        ("POST", "/verify", {"ref": "nothing"}, 404),
         ("POST", "/save", {"title": ""}, 422),
         ("POST", "/save", {"title": "x", "surprise": 1}, 422),
         ("POST", "/save", {"title": "x", "library": "nope"}, 404),
@@ -170,6 +190,7 @@ def test_openapi_snapshot(brain: ops.Brain) -> None:
     document = openapi_document(brain)
     assert set(document["paths"]) == {
         "/search", "/get/{ref}", "/stats", "/doctor", "/reindex", "/save", "/ingest", "/libraries",
+        "/neighbors", "/backlinks/{ref}", "/refs/{file}", "/git-import", "/audit", "/verify",
     }  # fmt: skip
     _snapshot("openapi.json", document)
 

@@ -137,9 +137,16 @@ def library() -> None:
     multiple=True,
     help="Glob of files to skip (repeatable). Default: hidden folders, node_modules.",
 )
+@click.option(
+    "--code",
+    multiple=True,
+    help="Glob of code files read for `Brain: slug` comments (repeatable; 'none' for none). "
+    "Default: common source, script and config extensions.",
+)
 @json_option
 def library_add(
-    name: str, path: Path, scope: str, include: tuple[str, ...], exclude: tuple[str, ...], json_out: bool
+    name: str, path: Path, scope: str, include: tuple[str, ...], exclude: tuple[str, ...],
+    code: tuple[str, ...], json_out: bool,
 ) -> None:  # fmt: skip
     """Register the folder PATH as library NAME. Indexing only reads its files; brainmap
     writes there only when you save or merge into this library.
@@ -147,12 +154,14 @@ def library_add(
     \b
     Example:
       brainmap library add docs ./documentation --exclude 'drafts/**'
+      brainmap library add app ./repo --include 'docs/**/*.md' --code 'src/**/*.py'
     """
     from brainmap import ops
 
     inp = _validate(
         ops.LibraryAddInput, name=name, path=str(path), scope=scope,
         include=list(include) or None, exclude=list(exclude) or None,
+        code=None if not code else [] if code == ("none",) else list(code),
     )  # fmt: skip
     info = ops.library_add(_brain(), inp)
     if json_out:
@@ -340,10 +349,16 @@ def watch(libraries: tuple[str, ...]) -> None:
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     help="Read JSON lines of queries ('-' = stdin); write one JSON line of hits per query.",
 )
+@click.option(
+    "--hop",
+    type=click.IntRange(0, 3),
+    default=0,
+    help="Provenance per hit: 1 file, 2 + commits, 3 + authors (commits need git-import).",
+)
 @json_option
 def search(
     query: str | None, library: tuple[str, ...], type_: tuple[str, ...], tag: tuple[str, ...],
-    since: str | None, limit: int, mode: str, batch: Path | None, json_out: bool,
+    since: str | None, limit: int, mode: str, batch: Path | None, hop: int, json_out: bool,
 ) -> None:  # fmt: skip
     """Search every library (or some) with hybrid BM25 + semantic ranking.
 
@@ -353,6 +368,7 @@ def search(
     Examples:
       brainmap search "undo the last commit"
       brainmap search docker -l docs --type gotcha --json
+      brainmap search "connection pool" --hop 3
       echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
     """
     from brainmap import ops
@@ -363,7 +379,7 @@ def search(
         _fail("give a QUERY or --batch FILE", "brainmap search 'how do I ...'", code=2)
     inp = _validate(
         ops.SearchInput, query=query, library=list(library) or None, type=list(type_) or None,
-        tag=list(tag) or None, since=since, limit=limit, mode=mode,
+        tag=list(tag) or None, since=since, limit=limit, mode=mode, hop=hop,
     )  # fmt: skip
     result = ops.search(_brain(), inp)
     if json_out:
@@ -395,6 +411,25 @@ def _print_hits(result: Any) -> None:
                 lambda m: click.style(m.group(0), fg="yellow", bold=True), snippet
             )
         click.echo(f"    {snippet}")
+        if hit.hops is not None:
+            _print_hops(hit.hops)
+
+
+def _print_hops(chain: Any) -> None:
+    rev = chain.source_rev or ""
+    rev = f" @ {rev if rev.startswith('mtime:') else rev[:10]}" if rev else ""
+    click.echo(click.style(f"    file {chain.library}:{chain.path}{rev}", dim=True))
+    for commit in chain.commits or []:
+        click.echo(
+            click.style(
+                f"    commit {commit.sha[:10]} {(commit.time or '')[:10]} {commit.author or ''}: "
+                f"{commit.message[:60]}",
+                dim=True,
+            )
+        )
+    if chain.people:
+        people = ", ".join(f"{p.name} <{p.email}>" for p in chain.people)
+        click.echo(click.style(f"    people {people}", dim=True))
 
 
 def _search_batch(source: Path) -> None:
@@ -668,6 +703,8 @@ def stats(json_out: bool) -> None:
         ("chunks", str(r.chunks)),
         ("vectors", f"{r.vectors} ({r.pending_embeddings} pending)"),
         ("skipped files", str(r.skipped_files)),
+        ("graph", f"{r.graph_nodes} nodes, {r.graph_edges} edges, {r.commits} commits"),
+        ("code files", str(r.code_files)),
         ("model", r.model),
         ("vector search", r.vector_search),
         ("brain.db", f"{r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
@@ -783,3 +820,7 @@ def main() -> None:
     finally:
         if _state.brain is not None:
             _state.brain.close()
+
+
+# the graph commands live in their own module; importing it registers them on `cli`
+from brainmap import cli_graph  # noqa: E402, F401

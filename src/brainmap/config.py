@@ -19,6 +19,16 @@ from brainmap.safefile import atomic_write
 
 DEFAULT_INCLUDE = ["**/*.md", "**/*.markdown"]
 DEFAULT_EXCLUDE = ["**/.*/**", "**/node_modules/**"]
+# Code files read for `Brain: slug` breadcrumbs (only their comments are used; never indexed).
+DEFAULT_CODE = [
+    f"**/*.{ext}"
+    for ext in (
+        "py", "pyi", "js", "jsx", "mjs", "cjs", "ts", "tsx", "go", "rs", "java", "kt", "scala",
+        "c", "h", "cc", "cpp", "hpp", "cs", "swift", "rb", "php", "lua", "pl", "r", "sql", "sh",
+        "bash", "zsh", "fish", "ps1", "tf", "yaml", "yml", "toml", "ini", "cfg", "conf",
+        "html", "css", "scss", "vue", "svelte", "ex", "exs", "erl", "hs", "clj", "el", "vim",
+    )
+] + ["**/Dockerfile", "**/Makefile"]  # fmt: skip
 GLOBAL_LIBRARY = "brain"
 SCOPES = ("project", "global")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -33,11 +43,17 @@ class LibraryConfig:
     scope: str = "project"
     include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    code: list[str] = field(default_factory=lambda: list(DEFAULT_CODE))
 
     @property
     def paths(self) -> PathFilter:
         """The include/exclude filter (raises :class:`UserError` for an invalid glob)."""
         return PathFilter(self.include, self.exclude)
+
+    @property
+    def code_paths(self) -> PathFilter | None:
+        """Which files are read for breadcrumbs (None when ``code = []``)."""
+        return PathFilter(self.code, self.exclude) if self.code else None
 
 
 def scope_label(library: str, scope: str) -> str:
@@ -80,6 +96,14 @@ class SaveSettings:
 
 
 @dataclass
+class GraphSettings:
+    """Knowledge graph: hops and the stale audit."""
+
+    hop_commits: int = 3  # commits (newest first) that --hop 2/3 attach to each hit
+    verify_days: int = 180  # entries whose last_verified is older are due for re-verification
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -89,6 +113,7 @@ class Config:
     index: IndexSettings = field(default_factory=IndexSettings)
     search: SearchSettings = field(default_factory=SearchSettings)
     save: SaveSettings = field(default_factory=SaveSettings)
+    graph: GraphSettings = field(default_factory=GraphSettings)
 
     @property
     def db_path(self) -> Path:
@@ -194,6 +219,7 @@ def load(home: Path) -> Config:
         cfg.index = _section(IndexSettings, data.get("index", {}))
         cfg.search = _section(SearchSettings, data.get("search", {}))
         cfg.save = _section(SaveSettings, data.get("save", {}))
+        cfg.graph = _section(GraphSettings, data.get("graph", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -201,10 +227,12 @@ def load(home: Path) -> Config:
                 scope=str(raw.get("scope", "project")),
                 include=_globs(raw, "include", DEFAULT_INCLUDE),
                 exclude=_globs(raw, "exclude", DEFAULT_EXCLUDE),
+                code=_globs(raw, "code", DEFAULT_CODE),
             )
             if lib.scope not in SCOPES:
                 raise ValueError(f"library {lib.name}: scope must be project or global")
             lib.paths  # noqa: B018 - validates the globs now, not in the middle of a reindex
+            lib.code_paths  # noqa: B018
             cfg.libraries.append(lib)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{path}: bad setting ({exc})", hint=f"fix or delete {path}") from exc
@@ -226,6 +254,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "title_weight": (0, 100),
     "heading_weight": (0, 100),
     "dedup_threshold": (0.5, 1.0),
+    "hop_commits": (1, 100),
+    "verify_days": (0, 100_000),
 }
 
 
@@ -271,7 +301,13 @@ def to_toml(cfg: Config) -> str:
     """Serialise the config (a small fixed schema, so no TOML writer dependency)."""
     out = ["# brainmap configuration; see README.md#configuration", ""]
     out.append(f"embedder = {_toml_value(cfg.embedder)}")
-    for name, section in (("index", cfg.index), ("search", cfg.search), ("save", cfg.save)):
+    sections = (
+        ("index", cfg.index),
+        ("search", cfg.search),
+        ("save", cfg.save),
+        ("graph", cfg.graph),
+    )
+    for name, section in sections:
         out += ["", f"[{name}]"]
         out += [f"{k} = {_toml_value(v)}" for k, v in asdict(section).items()]
     for lib in cfg.libraries:
@@ -281,6 +317,8 @@ def to_toml(cfg: Config) -> str:
         out.append(f"scope = {_toml_value(lib.scope)}")
         out.append(f"include = {_toml_value(lib.include)}")
         out.append(f"exclude = {_toml_value(lib.exclude)}")
+        if lib.code != DEFAULT_CODE:
+            out.append(f"code = {_toml_value(lib.code)}")
     return "\n".join(out) + "\n"
 
 

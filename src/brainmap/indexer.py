@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,16 +26,19 @@ from brainmap.analysis import fts_text
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
-from brainmap.markdown import DecodeError, decode, parse
+from brainmap.graph import blob_id, code_graph, entry_graph, file_key
+from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
 from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
 from brainmap.store import (
     ChunkRecord,
+    CodeFileRecord,
     DatabaseError,
     EntryRecord,
     EntryState,
     PendingChunk,
     Store,
     VectorCache,
+    slug_of,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ class LibraryReport:
     deleted: int = 0
     skipped: int = 0
     chunks: int = 0
+    code_files: int = 0  # code files read for breadcrumbs (changed ones only)
     seconds: float = 0.0
 
 
@@ -100,6 +104,7 @@ class Found:
     stat: os.stat_result | None
     problem: str | None = None
     folder: bool = False
+    code: bool = False  # a code file, read only for its breadcrumbs
 
 
 def _printable(rel: str) -> str:
@@ -107,11 +112,13 @@ def _printable(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
-    """Yield the library's markdown files (sorted per folder), never following folder symlinks.
+def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[Found]:
+    """Yield the library's markdown files, and its code files when ``code`` is given (sorted
+    per folder), never following folder symlinks.
 
     Everything that cannot be indexed is yielded with a problem instead: a symlink leaving the
     library (or dangling), a pipe or device, a name that is not UTF-8, an unreadable folder.
+    Code files with a problem are left out silently: they are not knowledge.
     """
     root_real = root.resolve()
     stack = [("", root)]
@@ -140,12 +147,21 @@ def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
             if item.name.startswith(TEMP_PREFIX):
                 _sweep_temp(Path(item.path))
                 continue
+            is_code = False
             if not paths.wants(rel):
-                continue
+                if code is None or not code.wants(rel):
+                    continue
+                is_code = True
             path = Path(item.path)
             printable = _printable(rel)
             if printable != rel:
-                yield Found(printable, path, None, "file name is not valid UTF-8")
+                if not is_code:
+                    yield Found(printable, path, None, "file name is not valid UTF-8")
+                continue
+            if is_code:
+                code_stat = _regular_stat(item)
+                if code_stat is not None:
+                    yield Found(rel, path, code_stat, code=True)
                 continue
             if item.is_symlink():
                 try:
@@ -166,6 +182,15 @@ def scan(root: Path, paths: PathFilter) -> Iterator[Found]:
                 continue
             yield Found(rel, path, st)
         stack.extend(reversed(subdirs))
+
+
+def _regular_stat(item: os.DirEntry[str]) -> os.stat_result | None:
+    """The stat of a regular file that is not a symlink (else None)."""
+    try:
+        st = item.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
 
 
 def _sweep_temp(path: Path) -> None:
@@ -265,15 +290,28 @@ def index_library(
         )
     library_id = store.ensure_library(lib.name, str(root), lib.scope)
     states = store.entry_states(library_id)
+    code_states = store.code_states(library_id)
     known_skips = store.skip_states(library_id)
+    has_git = store.git_state(library_id) is not None
     report = LibraryReport(lib.name)
     max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
     seen: set[str] = set()
     skipped: set[str] = set()
     unreadable: list[str] = []  # folders whose entries must be kept, not taken as deleted
     batch = _Batch(store)
+    seen_code: set[str] = set()
     try:
-        for found in scan(root, lib.paths):
+        for found in scan(root, lib.paths, lib.code_paths):
+            if found.code:
+                seen_code.add(found.rel)
+                old_code = code_states.get(found.rel)
+                assert found.stat is not None
+                if (full or not old_code or not _same_stat(old_code, found.stat)) and (
+                    found.stat.st_size <= max_bytes
+                ):
+                    batch.tick()
+                    _index_code(store, lib, library_id, found, old_code, has_git, report)
+                continue
             report.files += 1
             seen.add(found.rel)
             if progress and report.files % 500 == 0:
@@ -297,7 +335,9 @@ def index_library(
                     problem = f"larger than max_file_mb ({st.st_size / 1e6:.1f} MB)"
                 else:
                     try:
-                        problem = _index_file(cfg, store, lib, library_id, found, old, full, report)
+                        problem = _index_file(
+                            cfg, store, lib, library_id, found, old, full, report, has_git
+                        )
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
                     except Exception as exc:  # a bug or an input we did not foresee
@@ -322,6 +362,13 @@ def index_library(
         ]
         store.delete_entries(gone)
         report.deleted += len(gone)
+        store.delete_code_files(
+            [
+                state.id
+                for rel, state in code_states.items()
+                if rel not in seen_code and not rel.startswith(tuple(unreadable))
+            ]
+        )
         store.clear_skips(library_id, skipped)
         if report.added or report.updated or report.deleted or report.skipped:
             store.mark_indexed(library_id, _now())
@@ -353,6 +400,7 @@ def _index_file(
     old: EntryState | None,
     full: bool,
     report: LibraryReport,
+    has_git: bool = False,
 ) -> str | None:
     """Index one changed-looking file; return a problem string when it must be skipped."""
     try:
@@ -379,6 +427,9 @@ def _index_file(
         parsed.warnings.insert(0, problem)
     eid = entry_id(lib.name, found.rel)
     mtime_iso = _iso(st.st_mtime_ns)
+    blob = blob_id(data)
+    source_rev = _source_rev(store, lib.name, found.rel, blob, mtime_iso, has_git)
+    observed_at = parsed.observed_at or _now()
     record = EntryRecord(
         id=eid,
         library_id=library_id,
@@ -395,10 +446,12 @@ def _index_file(
         mtime_ns=st.st_mtime_ns,
         size=len(data),
         indexed_ns=now_ns,
-        observed_at=parsed.observed_at or _now(),
-        source_rev=f"mtime:{mtime_iso}",
+        observed_at=observed_at,
+        source_rev=source_rev,
         meta=parsed.meta,
         warnings=parsed.warnings,
+        slug=slug_of(found.rel),
+        blob=blob,
     )
     fts_title = fts_text(title_line(parsed.title, parsed.aliases))
     chunks = [
@@ -418,13 +471,60 @@ def _index_file(
         )
         for ch in parsed.chunks
     ]
-    store.put_entry(record, chunks, rewrite=full, new=old is None)
+    graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
+    store.put_entry(record, chunks, rewrite=full, new=old is None, graph=graph)
     if old is None:
         report.added += 1
     else:
         report.updated += 1
     report.chunks += len(chunks)
     return None
+
+
+def _source_rev(
+    store: Store, library: str, rel: str, blob: str, mtime_iso: str, has_git: bool
+) -> str:
+    """The imported commit that last wrote exactly this content, else the file's mtime."""
+    commit = store.commit_for_blob(file_key(library, rel), blob) if has_git else None
+    return commit.removeprefix("commit:") if commit else f"mtime:{mtime_iso}"
+
+
+def _index_code(
+    store: Store,
+    lib: LibraryConfig,
+    library_id: int,
+    found: Found,
+    old: EntryState | None,
+    has_git: bool,
+    report: LibraryReport,
+) -> None:
+    """Record a code file and the ``Brain:`` breadcrumbs in it (unreadable files are left)."""
+    try:
+        data = found.path.read_bytes()
+    except OSError:
+        return
+    assert found.stat is not None
+    now_ns = time.time_ns()
+    content_hash = hashlib.sha256(data).hexdigest()
+    if old and old.content_hash == content_hash:
+        store.touch_code_file(old.id, found.stat.st_mtime_ns, len(data), now_ns)
+        return
+    report.code_files += 1
+    crumbs: list[tuple[str, int]] = []
+    if b"Brain:" in data:
+        with suppress(DecodeError):  # a binary file has no comments
+            crumbs = breadcrumbs(decode(data)[0])
+    blob = blob_id(data)
+    mtime_iso = _iso(found.stat.st_mtime_ns)
+    source_rev = _source_rev(store, lib.name, found.rel, blob, mtime_iso, has_git)
+    observed_at = _now()
+    record = CodeFileRecord(
+        id="code:" + entry_id(lib.name, found.rel), library_id=library_id, path=found.rel,
+        content_hash=content_hash, blob=blob, mtime_ns=found.stat.st_mtime_ns, size=len(data),
+        indexed_ns=now_ns, observed_at=observed_at, source_rev=source_rev,
+    )  # fmt: skip
+    graph = code_graph(lib.name, found.rel, crumbs, observed_at, source_rev)
+    store.put_code_file(record, graph, new=old is None)
 
 
 def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
@@ -439,12 +539,15 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
 
     library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
     states = store.entry_states(library_id)
+    has_git = store.git_state(library_id) is not None
     report = LibraryReport(lib.name)
     ids = []
     for rel in rels:
         path = lib.path / rel
         found = Found(rel, path, path.stat())
-        problem = _index_file(cfg, store, lib, library_id, found, states.get(rel), False, report)
+        problem = _index_file(
+            cfg, store, lib, library_id, found, states.get(rel), False, report, has_git
+        )
         if problem is not None:
             raise UserError(f"{rel} was written but cannot be indexed: {problem}")
         ids.append(entry_id(lib.name, rel))
@@ -595,6 +698,7 @@ class ChangeFilter:
 
     def __init__(self, libs: list[LibraryConfig]) -> None:
         self.roots = [(lib.path.resolve(), lib.paths, lib.name) for lib in libs]
+        self._code = {lib.name: lib.code_paths for lib in libs}
 
     def library(self, deleted: bool, path: str) -> str | None:
         target = Path(path)
@@ -606,7 +710,10 @@ class ChangeFilter:
             rel = target.relative_to(root).as_posix()
             if paths.inside_pruned(rel):
                 return None
-            if paths.wants(rel) or target.is_dir() or (deleted and not target.suffix):
+            code = self._code[name]
+            if paths.wants(rel) or (code is not None and code.wants(rel)):
+                return name
+            if target.is_dir() or (deleted and not target.suffix):
                 return name
             return None
         return None

@@ -1,4 +1,5 @@
-"""Markdown entries: decoding, YAML frontmatter, and heading-aware chunks with line ranges.
+"""Markdown entries: decoding, YAML frontmatter, heading-aware chunks with line ranges, wiki
+links and typed relations; ``Brain:`` breadcrumbs in code files.
 
 A line scanner rather than a full CommonMark parser: it only needs headings (ATX and setext),
 fenced code blocks and blank lines, and it is about 50x faster than markdown-it-py on the tldr
@@ -24,6 +25,17 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _NOT_PARAGRAPH_RE = re.compile(r"^(?: {4}|\t| {0,3}(?:[-*+]\s|\d{1,9}[.)]\s|>|\||#|`{3}|~{3}))")
 
 
+_WIKI_RE = re.compile(r"\[\[([^\[\]\n|#]+)(?:#[^\[\]\n|]*)?(?:\|[^\[\]\n]*)?\]\]")
+# "- depends_on [[Postgres]]": a list item whose first word is the predicate of its links
+_RELATION_RE = re.compile(r"^\s{0,3}[-*+]\s+([A-Za-z][\w-]{0,63}):?\s+\[\[")
+_CODE_SPAN_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+LINKS_TO = "links_to"
+# "Brain: slug" after any comment marker: # // -- /* * ; % <!-- REM
+_BREADCRUMB_RE = re.compile(
+    r"(?:#|//|--|/\*|^\s*\*|;|%|<!--|\bREM\b)[ \t]*Brain:[ \t]*([A-Za-z0-9][\w./:@+-]*)"
+)
+
+
 class DecodeError(ValueError):
     """The bytes are not text we can index (binary data)."""
 
@@ -37,6 +49,15 @@ class Chunk:
     line_start: int
     line_end: int
     text: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """A typed link from an entry to a named target (``links_to`` for plain wiki links)."""
+
+    predicate: str
+    target: str
+    line: int  # 1-based line in the file
 
 
 @dataclass
@@ -53,6 +74,7 @@ class Entry:
     observed_at: str | None = None  # when the content was seen at its source (ingested leaves)
     meta: dict[str, Any] = field(default_factory=dict)
     chunks: list[Chunk] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -99,7 +121,74 @@ def parse(text: str, *, fallback_title: str, chunk_tokens: int = DEFAULT_CHUNK_T
     if "title" not in meta or not entry.title:
         entry.title = _first_heading(sections) or fallback_title
     entry.chunks = _chunks(lines, sections, max(chunk_tokens, 16))
+    entry.links = _frontmatter_relations(meta, lines, body_start) + _body_links(
+        lines, sections, body_start
+    )
     return entry
+
+
+# --- links ---------------------------------------------------------------------------------
+
+
+def predicate_name(raw: str) -> str:
+    """Predicates are snake_case words: ``Depends-On`` -> ``depends_on``."""
+    return re.sub(r"[^0-9a-z]+", "_", raw.lower()).strip("_")[:64]
+
+
+def _body_links(lines: list[str], sections: list[_Section], start: int) -> list[Link]:
+    fenced = {i for s in sections for a, b in s.fences for i in range(a, b)}
+    links: list[Link] = []
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if "[[" not in line or i in fenced:
+            continue
+        line = _CODE_SPAN_RE.sub("", line)
+        relation = _RELATION_RE.match(line)
+        predicate = predicate_name(relation.group(1)) if relation else LINKS_TO
+        for match in _WIKI_RE.finditer(line):
+            target = " ".join(match.group(1).split())
+            if target:
+                links.append(Link(predicate or LINKS_TO, target, i + 1))
+    return links
+
+
+def _frontmatter_relations(meta: dict[str, Any], lines: list[str], body_start: int) -> list[Link]:
+    """``relations: {depends_on: [Postgres, "[[Redis]]"]}`` in the frontmatter."""
+    relations = meta.get("relations")
+    if not isinstance(relations, dict):
+        return []
+    links: list[Link] = []
+    for raw_predicate, targets in relations.items():
+        predicate = predicate_name(str(raw_predicate))
+        if not predicate:
+            continue
+        line = next(
+            (
+                i + 1
+                for i in range(1, body_start)
+                if lines[i].lstrip().startswith(f"{raw_predicate}:")
+            ),
+            1,
+        )
+        for target in targets if isinstance(targets, list) else [targets]:
+            if isinstance(target, str | int | float):
+                name = " ".join(str(target).strip().removeprefix("[[").removesuffix("]]").split())
+                if name:
+                    links.append(Link(predicate, name, line))
+    return links
+
+
+def breadcrumbs(text: str) -> list[tuple[str, int]]:
+    """``(slug, line)`` of each ``Brain: slug`` comment in a code file."""
+    found: list[tuple[str, int]] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if "Brain:" not in line:
+            continue
+        for match in _BREADCRUMB_RE.finditer(line):
+            slug = match.group(1).rstrip(".,:;*/-")
+            if slug:
+                found.append((slug, number))
+    return found
 
 
 # --- frontmatter ---------------------------------------------------------------------------

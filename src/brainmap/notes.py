@@ -12,7 +12,7 @@ import fcntl
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +47,10 @@ class Candidate:
 
 @dataclass
 class SaveResult:
-    """What a save or ingest did: saved, merged, duplicate (nothing written, see candidates)
-    or hint (ingest called without text; see message)."""
+    """What a save, ingest or verify did: saved, merged, verified, duplicate (nothing
+    written, see candidates) or hint (ingest called without text; see message)."""
 
-    status: Literal["saved", "duplicate", "merged", "hint"]
+    status: Literal["saved", "duplicate", "merged", "verified", "hint"]
     library: str
     title: str
     id: str | None = None
@@ -228,22 +228,49 @@ class Notes:
 
     def _merge(self, target: str, title: str, body: str) -> SaveResult:
         """Append a dated section to an entry; on any failure the file keeps its old bytes."""
+
+        def append(text: str) -> str:
+            newline = "\r\n" if "\r\n" in text else "\n"
+            lines = [f"## {title} ({_now().date().isoformat()})", "", *_clean(body).split("\n")]
+            return text.rstrip("\r\n") + newline * 2 + newline.join(lines) + newline
+
+        row, lib, path = self._rewrite(target, append, "merge into")
+        return SaveResult(
+            "merged", lib.name, row["title"], target, row["path"], str(path), row["tags"],
+            message=f"appended a dated section to {row['path']}",
+        )  # fmt: skip
+
+    def verify(self, target: str, day: dt.date) -> SaveResult:
+        """Set ``last_verified`` in an entry's frontmatter (the rest of the file is kept)."""
+        row, lib, path = self._rewrite(
+            target, lambda text: set_frontmatter_value(text, "last_verified", day.isoformat()),
+            "verify",
+        )  # fmt: skip
+        return SaveResult(
+            "verified", lib.name, row["title"], target, row["path"], str(path), row["tags"],
+            message=f"last_verified: {day.isoformat()} in {row['path']}",
+        )  # fmt: skip
+
+    def _rewrite(
+        self, target: str, change: Callable[[str], str], what: str
+    ) -> tuple[dict[str, Any], LibraryConfig, Path]:
+        """Rewrite an entry's file through ``change`` and index it; on any failure the file
+        keeps its old bytes (and the index its old rows)."""
         row = self.store.entry(target)
         if row is None:
-            raise UserError(f"no entry {target!r} to merge into", status=404)
+            raise UserError(f"no entry {target!r} to {what}", status=404)
         lib = self.cfg.library(row["library"])
         path = lib.path / row["path"]
         with library_lock(self.cfg.home, lib.name):
             try:
                 old = path.read_bytes()
-                text = old.decode("utf-8")
+                new = change(old.decode("utf-8")).encode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                raise UserError(f"cannot merge into {path}: {exc}", status=409) from exc
-            newline = "\r\n" if "\r\n" in text else "\n"
-            lines = [f"## {title} ({_now().date().isoformat()})", "", *_clean(body).split("\n")]
-            new = text.rstrip("\r\n") + newline * 2 + newline.join(lines) + newline
+                raise UserError(f"cannot {what} {path}: {exc}", status=409) from exc
+            if new == old:
+                return row, lib, path  # never rewrite a file whose bytes would not change
             try:
-                atomic_write(lib.path, path, new.encode("utf-8"))
+                atomic_write(lib.path, path, new)
             except UnsafePathError as exc:
                 raise UserError(
                     f"refused to write outside library {lib.name!r}: {exc}", status=403
@@ -254,10 +281,28 @@ class Notes:
                 atomic_write(lib.path, path, old)
                 index_files(self.cfg, self.store, lib, [row["path"]])
                 raise
-        return SaveResult(
-            "merged", lib.name, row["title"], target, row["path"], str(path), row["tags"],
-            message=f"appended a dated section to {row['path']}",
-        )  # fmt: skip
+        return row, lib, path
+
+
+def set_frontmatter_value(text: str, key: str, value: str) -> str:
+    """Set a top-level scalar in the YAML frontmatter, touching no other line (a file
+    without frontmatter gets one)."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text.removeprefix(bom)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.split(newline)
+    setting = f"{key}: {value}"
+    if lines and lines[0].rstrip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].rstrip() in ("---", "..."):
+                for j in range(1, i):
+                    if re.match(rf"{re.escape(key)}\s*:", lines[j]):
+                        lines[j] = setting
+                        break
+                else:
+                    lines.insert(i, setting)
+                return bom + newline.join(lines)
+    return bom + newline.join(["---", setting, "---", *lines])
 
 
 def _suggest_tags(neighbours: list[tuple[Any, float]], most: int = 5) -> list[str]:

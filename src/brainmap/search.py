@@ -23,6 +23,7 @@ from brainmap.analysis import fold, fts_quote, is_stopword, query_terms
 from brainmap.config import Config, scope_label
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
+from brainmap.graph import Hops
 from brainmap.store import Filters, HitRow, Store
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class Hit:
     similarity: float | None
     decay: float
     updated: str
+    source_rev: str | None = None
+    hops: Hops | None = None  # with --hop: File, Commits, People behind the hit
 
 
 @dataclass
@@ -374,6 +377,7 @@ class Searcher:
                 else None,
                 decay=round(decay, 4),
                 updated=row.updated,
+                source_rev=row.source_rev,
             )
             for score, decay, row in scored[:limit]
         ]

@@ -14,6 +14,7 @@ import inspect
 import ipaddress
 import json
 import logging
+import re
 import socket
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from brainmap import __version__
 from brainmap.errors import UserError
 from brainmap.mcp_server import create_server
-from brainmap.ops import Brain, GetInput, NoInput, Op, describe_errors, served
+from brainmap.ops import Brain, NoInput, Op, describe_errors, served
 
 log = logging.getLogger("brainmap.server")
 # FastAPI puts an alias on the parameter that carries a query-parameter model; pydantic warns
@@ -221,11 +222,18 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[..., Any]:
-    """A FastAPI endpoint with a signature FastAPI can read: query, path or body input."""
+    """A FastAPI endpoint with a signature FastAPI can read: query, path or body input.
+
+    An op whose path has parameters (``/get/{ref:path}``) takes exactly those fields."""
+    in_path = re.findall(r"\{(\w+)", o.path)
     if o.input is NoInput:
         parameters: list[inspect.Parameter] = []
-    elif o.input is GetInput:
-        parameters = [_param("ref", Annotated[str, Path(description="Entry id or library:path.")])]
+    elif in_path:
+        fields = o.input.model_fields
+        parameters = [
+            _param(name, Annotated[str, Path(description=fields[name].description)])
+            for name in in_path
+        ]
     else:
         where = Query() if method == "GET" else Body()
         parameters = [_param("inp", Annotated[o.input, where])]
@@ -235,8 +243,8 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
             raise UserError(f"{o.tool} is disabled: the server runs with --read-only", status=403)
         if o.input is NoInput:
             inp: BaseModel = NoInput()
-        elif o.input is GetInput:
-            inp = GetInput(ref=given["ref"])
+        elif in_path:
+            inp = o.input(**{name: given[name] for name in in_path})
         else:
             inp = given["inp"]
         return o.func(brain, inp)

@@ -8,20 +8,36 @@ from apsw import BusyError as DatabaseBusyError
 from apsw import Error as DatabaseError
 
 from brainmap.store.cache import VectorCache
-from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect
+from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect, slug_of
+from brainmap.store.graph import ALIAS_OF, AUTHORED_BY, HAS_VERSION, REFERENCES
 from brainmap.store.index import Store
 from brainmap.store.records import (
     ChunkRecord,
+    CodeFileRecord,
+    EdgeRecord,
+    EdgeRow,
     EntryRecord,
     EntryState,
     Filters,
+    Graph,
     HitRow,
     LibraryRow,
+    NodeRecord,
     PendingChunk,
 )
 
 __all__ = [
+    "ALIAS_OF",
+    "AUTHORED_BY",
     "BUSY_TIMEOUT_MS",
+    "HAS_VERSION",
+    "REFERENCES",
+    "CodeFileRecord",
+    "EdgeRecord",
+    "EdgeRow",
+    "Graph",
+    "NodeRecord",
+    "slug_of",
     "PRAGMAS",
     "SCHEMA_VERSION",
     "ChunkRecord",

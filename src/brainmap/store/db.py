@@ -14,8 +14,8 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 1
-CACHE_SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+CACHE_SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
 
@@ -119,9 +119,92 @@ CREATE TABLE skipped(
 ) WITHOUT ROWID;
 """
 
+# v2: the knowledge graph. Nodes are keyed "kind:identity" (entity:postgres, entry:<id>,
+# file:<library>/<path>, commit:<sha>, person:<email>, tag:<tag>, slug:<stem>) so that a rebuild
+# gives the same keys. Every edge has an owner whose deletion cascades to it: an entry, a code
+# file, or (git history) the library. A node lives as long as an edge mentions it.
+_SCHEMA_V2 = """
+CREATE TABLE node(
+  key TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  label TEXT NOT NULL,
+  props TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+CREATE INDEX node_kind ON node(kind);
+
+CREATE TABLE code_file(
+  id TEXT PRIMARY KEY,
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  path TEXT NOT NULL,
+  content_hash TEXT NOT NULL,
+  blob TEXT,
+  mtime_ns INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  indexed_ns INTEGER NOT NULL,
+  observed_at TEXT NOT NULL,
+  source_rev TEXT,
+  UNIQUE(library_id, path)
+);
+
+CREATE TABLE edge(
+  id INTEGER PRIMARY KEY,
+  subject TEXT NOT NULL,
+  predicate TEXT NOT NULL,
+  object TEXT NOT NULL,
+  root TEXT NOT NULL DEFAULT 'info',
+  confidence TEXT,
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  entry_id TEXT REFERENCES entry(id) ON DELETE CASCADE,
+  code_id TEXT REFERENCES code_file(id) ON DELETE CASCADE,
+  source_uri TEXT,
+  line INTEGER,
+  observed_at TEXT,
+  source_rev TEXT,
+  props TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX edge_subject ON edge(subject, predicate);
+CREATE INDEX edge_object ON edge(object, predicate);
+CREATE INDEX edge_entry ON edge(entry_id);
+CREATE INDEX edge_code ON edge(code_id);
+CREATE INDEX edge_library ON edge(library_id, predicate);
+
+CREATE TRIGGER edge_ad AFTER DELETE ON edge BEGIN
+  DELETE FROM node WHERE key = old.subject
+    AND NOT EXISTS (SELECT 1 FROM edge WHERE subject = old.subject)
+    AND NOT EXISTS (SELECT 1 FROM edge WHERE object = old.subject);
+  DELETE FROM node WHERE key = old.object
+    AND NOT EXISTS (SELECT 1 FROM edge WHERE subject = old.object)
+    AND NOT EXISTS (SELECT 1 FROM edge WHERE object = old.object);
+END;
+
+CREATE TABLE git_import(
+  library_id INTEGER PRIMARY KEY REFERENCES library(id) ON DELETE CASCADE,
+  repo TEXT NOT NULL,
+  head TEXT NOT NULL,
+  commits INTEGER NOT NULL,
+  at TEXT NOT NULL
+);
+
+ALTER TABLE entry ADD COLUMN slug TEXT NOT NULL DEFAULT '';
+ALTER TABLE entry ADD COLUMN blob TEXT;
+CREATE INDEX entry_slug ON entry(slug);
+-- existing entries get their slug now, and their graph at the next reindex (mtime 0 makes it
+-- re-read them; their chunks and vectors are kept because their text hashes are unchanged)
+UPDATE entry SET slug = brainmap_slug(path), mtime_ns = 0;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+
+
+def slug_of(path: str) -> str:
+    """The slug of a file: its name without the extension, lower-case (``Brain:`` comments
+    name entries by it)."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    return stem.lower()
+
 
 CACHE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec(
@@ -197,9 +280,14 @@ def migrate(conn: apsw.Connection) -> None:
         if version == 0 and _has_tables(conn):
             _drop_all(conn)
             version = 0
+        conn.create_scalar_function("brainmap_slug", _sql_slug, 1, deterministic=True)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[target])
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _sql_slug(*args: Any) -> str:
+    return slug_of(str(args[0]))
 
 
 def _has_tables(conn: apsw.Connection) -> bool:

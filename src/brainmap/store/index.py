@@ -12,12 +12,14 @@ from typing import Any
 import apsw
 
 from brainmap.store.db import PRAGMAS, batched, connect, immediate, marks, migrate, user_version
+from brainmap.store.graph import GraphStore
 from brainmap.store.records import (
     HIT_SELECT,
     ChunkRecord,
     EntryRecord,
     EntryState,
     Filters,
+    Graph,
     HitRow,
     LibraryRow,
     PendingChunk,
@@ -25,7 +27,7 @@ from brainmap.store.records import (
 )
 
 
-class Store:
+class Store(GraphStore):
     """The index in ``brain.db``. One connection; writes go through :meth:`write`."""
 
     def __init__(self, path: Path | str) -> None:
@@ -137,8 +139,9 @@ class Store:
         *,
         rewrite: bool = False,
         new: bool = False,
+        graph: Graph | None = None,
     ) -> None:
-        """Insert or replace an entry with its tags, chunks and FTS rows.
+        """Insert or replace an entry with its tags, chunks, FTS rows and graph edges.
 
         Chunks whose id and embedding hash are unchanged keep their vector and only have their
         position updated (and their FTS row rewritten when ``rewrite`` is set). ``new`` says
@@ -149,8 +152,8 @@ class Store:
             c.execute(
                 "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
                 "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
-                "observed_at, source_rev, meta, warnings) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                "observed_at, source_rev, meta, warnings, slug, blob) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
                 "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
                 "type=excluded.type, project=excluded.project, tags=excluded.tags, "
                 "aliases=excluded.aliases, created=excluded.created, "
@@ -158,7 +161,8 @@ class Store:
                 "content_hash=excluded.content_hash, mtime_ns=excluded.mtime_ns, "
                 "size=excluded.size, indexed_ns=excluded.indexed_ns, "
                 "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
-                "meta=excluded.meta, warnings=excluded.warnings",
+                "meta=excluded.meta, warnings=excluded.warnings, slug=excluded.slug, "
+                "blob=excluded.blob",
                 (
                     entry.id, entry.library_id, entry.path, entry.title, entry.type,
                     entry.project, json.dumps(entry.tags, ensure_ascii=False),
@@ -166,9 +170,11 @@ class Store:
                     entry.last_verified, entry.updated, entry.content_hash, entry.mtime_ns,
                     entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
                     json.dumps(entry.meta, ensure_ascii=False),
-                    json.dumps(entry.warnings, ensure_ascii=False),
+                    json.dumps(entry.warnings, ensure_ascii=False), entry.slug, entry.blob,
                 ),
             )  # fmt: skip
+            if graph is not None:
+                self._put_graph("entry_id", entry.id, entry.library_id, graph, replace=not new)
             old: dict[int, str] = {}
             if not new:  # a new entry has no tags or chunks to compare with (most of a build)
                 c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
@@ -449,6 +455,7 @@ class Store:
             "chunks": self.chunk_count(),
             "vectors": int(self._one("SELECT count(*) FROM chunk_vec")),
             "skipped": int(self._one("SELECT count(*) FROM skipped")),
+            **self.graph_counts(),
         }
 
     def library_counts(self) -> dict[str, tuple[int, int]]:
@@ -487,6 +494,7 @@ class Store:
             "fts": int(self._one("SELECT count(*) FROM chunk_fts WHERE rowid NOT IN (SELECT id FROM chunk)")),
             "vectors": int(self._one("SELECT count(*) FROM chunk_vec WHERE chunk_id NOT IN (SELECT id FROM chunk)")),
             "missing_fts": int(self._one("SELECT count(*) FROM chunk WHERE id NOT IN (SELECT rowid FROM chunk_fts)")),
+            **{f"graph_{k}": v for k, v in self.graph_orphans().items()},
         }  # fmt: skip
 
     def remove_orphans(self) -> int:
@@ -500,6 +508,7 @@ class Store:
             ):
                 self.conn.execute(sql)
                 total += self.conn.changes()
+            total += self.remove_graph_orphans()
         return total
 
     def checkpoint(self) -> None:
@@ -522,7 +531,8 @@ class Store:
         return {
             "libraries": self._rows("SELECT name, path, scope FROM library ORDER BY name"),
             "entries": self._rows(
-                "SELECT e.id, l.name, e.path, e.title, e.type, e.tags, e.content_hash, e.meta "
+                "SELECT e.id, l.name, e.path, e.title, e.type, e.tags, e.content_hash, e.meta, "
+                "e.slug, e.blob, e.source_rev "
                 "FROM entry e JOIN library l ON l.id = e.library_id ORDER BY e.id"
             ),
             "chunks": self._rows(
@@ -532,6 +542,7 @@ class Store:
             "fts": self._rows("SELECT rowid FROM chunk_fts ORDER BY rowid"),
             "fts_terms": self._rows("SELECT term, doc, cnt FROM chunk_vocab ORDER BY term"),
             "vectors": self._rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
+            **self.graph_snapshot(),
         }
 
 

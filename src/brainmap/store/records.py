@@ -51,6 +51,82 @@ class EntryRecord:
     source_rev: str | None
     meta: dict[str, Any]
     warnings: list[str]
+    slug: str = ""
+    blob: str | None = None  # git blob id of the content, to match it with git history
+
+
+@dataclass(frozen=True)
+class CodeFileRecord:
+    """A code file scanned for ``Brain:`` breadcrumbs."""
+
+    id: str
+    library_id: int
+    path: str
+    content_hash: str
+    blob: str
+    mtime_ns: int
+    size: int
+    indexed_ns: int
+    observed_at: str
+    source_rev: str | None
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    key: str
+    kind: str
+    label: str
+    props: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EdgeRecord:
+    """A triplet with its provenance; the owner (entry, code file, library) is set on write."""
+
+    subject: str
+    predicate: str
+    object: str
+    source_uri: str | None = None
+    line: int | None = None
+    observed_at: str | None = None
+    source_rev: str | None = None
+    props: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Graph:
+    """The nodes and edges one source (an entry, a code file, a git history) contributes."""
+
+    nodes: list[NodeRecord] = field(default_factory=list)
+    edges: list[EdgeRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """An edge as read back, with its library's name."""
+
+    subject: str
+    predicate: str
+    object: str
+    library: str
+    source_uri: str | None
+    line: int | None
+    observed_at: str | None
+    source_rev: str | None
+    props: dict[str, Any]
+
+
+EDGE_SELECT = """
+SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
+       g.source_rev, g.props
+FROM edge g JOIN library l ON l.id = g.library_id
+"""
+
+
+def edge_row(row: Sequence[Any]) -> EdgeRow:
+    values = list(row)
+    values[8] = json.loads(values[8])
+    return EdgeRow(*values)
 
 
 @dataclass(frozen=True)
@@ -135,12 +211,13 @@ class HitRow:
     library: str
     library_path: str
     scope: str
+    source_rev: str | None
 
 
 HIT_SELECT = """
 SELECT c.id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path, e.title,
        e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns, l.name,
-       l.path, l.scope
+       l.path, l.scope, e.source_rev
 FROM chunk c JOIN entry e ON e.id = c.entry_id JOIN library l ON l.id = e.library_id
 """
 

@@ -1,0 +1,95 @@
+"""Audits of what the brain knows. ``stale``: leaves whose source changed after they were
+observed (on disk, or in git history), and entries due for re-verification."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from brainmap.config import Config
+from brainmap.indexer import diff_library, entry_id
+from brainmap.store import Store
+
+KINDS = ("stale",)
+
+
+@dataclass
+class AuditItem:
+    """One finding, with the command that refreshes it."""
+
+    kind: str  # changed_on_disk | deleted_on_disk | changed_in_git | reverify
+    library: str
+    path: str
+    entry: str | None
+    detail: str
+    observed_rev: str | None
+    current_rev: str | None
+    refresh: str
+
+
+@dataclass
+class AuditReport:
+    kind: str
+    libraries: list[str]
+    items: list[AuditItem] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) -> AuditReport:
+    """Entries whose file changed on disk or in the imported git history after the revision
+    they were indexed at, and entries whose ``last_verified`` is older than ``verify_days``."""
+    libs = [lib for lib in cfg.select(names) if lib.path.is_dir()]
+    report = AuditReport("stale", [lib.name for lib in libs])
+    ids = store.library_ids(lib.name for lib in libs)
+    on_disk: set[tuple[str, str]] = set()
+    for lib in libs:
+        if lib.name not in ids:
+            continue
+        diff = diff_library(store, lib)
+        for kind, rels in (("changed_on_disk", diff.changed), ("deleted_on_disk", diff.gone)):
+            for rel in rels:
+                eid = entry_id(lib.name, rel)
+                row = store.entry(eid)
+                on_disk.add((lib.name, rel))
+                report.items.append(
+                    AuditItem(
+                        kind, lib.name, rel, eid,
+                        "the file changed after it was indexed" if kind == "changed_on_disk"
+                        else "the file was deleted after it was indexed",
+                        row["source_rev"] if row else None, None,
+                        f"brainmap reindex {lib.name}",
+                    )
+                )  # fmt: skip
+    for eid, library, rel, blob, rev, commit, when, new_blob in store.latest_versions(
+        list(ids.values())
+    ):
+        sha = commit.removeprefix("commit:")
+        if new_blob == blob or (library, rel) in on_disk:
+            continue
+        if rev is None or rev.startswith("mtime:"):
+            # content that git never had (local edits): stale only if git moved on later
+            if rev is not None and when <= rev.removeprefix("mtime:"):
+                continue
+        elif rev == sha:
+            continue
+        report.items.append(
+            AuditItem(
+                "changed_in_git", library, rel, eid,
+                f"commit {sha[:10]} ({when}) changed the file after the indexed version",
+                rev, sha,
+                f"update the work tree (git pull / checkout), then brainmap reindex {library}",
+            )
+        )  # fmt: skip
+    if cfg.graph.verify_days:
+        before = (today - dt.timedelta(days=cfg.graph.verify_days)).isoformat()
+        for eid, library, rel, verified in store.reverify_due(before, list(ids.values())):
+            report.items.append(
+                AuditItem(
+                    "reverify", library, rel, eid,
+                    f"last verified {verified[:10]}, more than {cfg.graph.verify_days} days ago",
+                    verified, None, f"check it, then: brainmap verify {library}:{rel}",
+                )
+            )  # fmt: skip
+    for item in report.items:
+        report.counts[item.kind] = report.counts.get(item.kind, 0) + 1
+    return report

@@ -1,0 +1,148 @@
+"""Ops on the knowledge graph: neighbours, code backlinks, git history, audits, verify."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from brainmap import audit as audit_mod
+from brainmap.errors import UserError
+from brainmap.gitlog import GitImportReport, ProgressFn, import_history
+from brainmap.graph import MAX_DEPTH, Breadcrumb, GraphReader, Neighborhood
+from brainmap.indexer import reindex_lock
+from brainmap.notes import SaveResult
+from brainmap.ops.core import Brain, _Input, op
+
+
+class NeighborsInput(_Input):
+    node: str = Field(
+        description="An entry id or 'library:path', a name ('Postgres'), or a node key: "
+        "entity:NAME, file:LIBRARY/PATH, commit:SHA, person:EMAIL, tag:TAG."
+    )
+    depth: int = Field(1, ge=1, le=MAX_DEPTH, description="How many edges out to walk.")
+    predicate: list[str] | None = Field(
+        None, description="Only edges with these predicates (links_to, depends_on, ...)."
+    )
+    limit: int = Field(200, ge=1, le=5000, description="Most nodes to return.")
+
+
+@op("neighbors", NeighborsInput, Neighborhood, methods=("GET", "POST"))
+def neighbors(brain: Brain, inp: NeighborsInput) -> Neighborhood:
+    """Walk the knowledge graph from a node: the entries that link to an entity or depend on
+    it, what an entry links to, a file's commits and their authors, the code that references
+    an entry. Aliases are merged. Each edge carries its source (library, path, line)."""
+    return GraphReader(brain.store).neighbors(
+        inp.node, depth=inp.depth, predicates=inp.predicate, limit=inp.limit,
+        libraries=[lib.name for lib in brain.cfg.libraries],
+    )  # fmt: skip
+
+
+class BacklinksInput(_Input):
+    ref: str = Field(description="An entry slug (its file name without .md), id or library:path.")
+
+
+@dataclass
+class Backlinks:
+    ref: str
+    entries: list[str]
+    breadcrumbs: list[Breadcrumb]
+
+
+@op("backlinks", BacklinksInput, Backlinks, methods=("GET",), path="/backlinks/{ref:path}")
+def backlinks(brain: Brain, inp: BacklinksInput) -> Backlinks:
+    """Which code depends on this entry: the files and lines whose comments say
+    'Brain: <slug>'. Check them before changing what the entry describes."""
+    entries, crumbs = GraphReader(brain.store).backlinks(inp.ref)
+    return Backlinks(inp.ref, entries, crumbs)
+
+
+class RefsInput(_Input):
+    file: str = Field(description="A code file: 'library:path' or a path on disk.")
+
+
+@dataclass
+class Refs:
+    library: str
+    path: str
+    breadcrumbs: list[Breadcrumb]
+
+
+@op("refs", RefsInput, Refs, methods=("GET",), path="/refs/{file:path}")
+def refs(brain: Brain, inp: RefsInput) -> Refs:
+    """The knowledge entries a code file points to with 'Brain: <slug>' comments: read them
+    before editing the file."""
+    library, rel = _library_path(brain, inp.file)
+    return Refs(library, rel, GraphReader(brain.store).refs(library, rel))
+
+
+def _library_path(brain: Brain, ref: str) -> tuple[str, str]:
+    lib, sep, rel = ref.partition(":")
+    if sep and any(x.name == lib for x in brain.cfg.libraries):
+        return lib, rel
+    path = Path(ref).absolute()  # no ~ expansion: refs also come from the network
+    for library in brain.cfg.libraries:
+        root = library.path.absolute()
+        if path.is_relative_to(root):
+            return library.name, path.relative_to(root).as_posix()
+    raise UserError(f"{ref!r} is not in any library", hint="give it as library:path", status=404)
+
+
+class GitImportInput(_Input):
+    libraries: list[str] | None = Field(None, description="Library names; all git ones when empty.")
+
+
+@dataclass
+class GitImportResult:
+    libraries: list[GitImportReport]
+    not_git: list[str] = field(default_factory=list)
+
+
+@op("git_import", GitImportInput, GitImportResult, writes=True, methods=("POST",),
+    path="/git-import")  # fmt: skip
+def git_import(
+    brain: Brain, inp: GitImportInput, progress: ProgressFn | None = None
+) -> GitImportResult:
+    """Import git history (pygit2, no git binary) as File -has_version-> Commit
+    -authored_by-> Person edges, from the last imported commit on; leaves get the commit that
+    last wrote their content as source_rev."""
+    from brainmap.gitlog import open_repository
+
+    result = GitImportResult([])
+    with reindex_lock(brain.home):
+        for lib in brain.cfg.select(inp.libraries):
+            if not inp.libraries and (not lib.path.is_dir() or open_repository(lib.path) is None):
+                result.not_git.append(lib.name)  # only named libraries must be repositories
+                continue
+            result.libraries.append(import_history(brain.store, lib, progress))
+    return result
+
+
+class AuditInput(_Input):
+    kind: Literal["stale"] = Field("stale", description="stale: changed sources, re-verify due.")
+    library: list[str] | None = Field(None, description="Only these libraries.")
+
+
+@op("audit", AuditInput, audit_mod.AuditReport, methods=("GET",))
+def audit(brain: Brain, inp: AuditInput) -> audit_mod.AuditReport:
+    """Audit the brain. kind=stale lists entries whose file changed on disk or in git after
+    they were indexed, and entries whose last_verified is older than the configured age,
+    each with the command that refreshes it."""
+    return audit_mod.stale(brain.cfg, brain.store, inp.library, dt.date.today())
+
+
+class VerifyInput(_Input):
+    ref: str = Field(description="Entry id or 'library:path'.")
+
+
+@op("verify", VerifyInput, SaveResult, writes=True, methods=("POST",))
+def verify(brain: Brain, inp: VerifyInput) -> SaveResult:
+    """Mark an entry as checked today: sets last_verified in its frontmatter (nothing else in
+    the file changes) and re-indexes it."""
+    found = brain.store.find_entry(inp.ref)
+    if found is None:
+        raise UserError(f"no entry {inp.ref!r}", status=404)
+    return brain.notes.verify(found[0], dt.date.today())

@@ -1,0 +1,282 @@
+"""Ops that report on and repair the brain: stats, doctor, gc, eval, init."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import (
+    Field,
+)
+
+from brainmap import config as config_mod
+from brainmap import evaluate
+from brainmap.indexer import diff_library, reindex_lock
+from brainmap.ops.core import Brain, _Input, op
+from brainmap.ops.library import LibraryInfo, NoInput, library_list
+from brainmap.search import Mode
+from brainmap.store import SCHEMA_VERSION, DatabaseBusyError, VectorCache
+
+# --- health ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    home: str
+    libraries: list[LibraryInfo]
+    entries: int
+    chunks: int
+    vectors: int
+    pending_embeddings: int
+    skipped_files: int
+    graph_nodes: int
+    graph_edges: int
+    code_files: int
+    commits: int
+    model: str
+    vector_search: str
+    db_bytes: int
+    cache_vectors: int
+    cache_bytes: int
+    schema_version: int
+
+
+def _size(path: Path) -> int:
+    return sum(
+        p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
+    )
+
+
+def _vector_search_status(brain: Brain) -> str:
+    """``available`` or why not: embeds a probe query (about 20 ms with the bundled model)."""
+    searcher = brain.searcher
+    if searcher.embed_query("brainmap health check") is None:
+        return f"unavailable: {searcher.embedder_error}"
+    return "available"
+
+
+@op("stats", NoInput, Stats, methods=("GET",))
+def stats(brain: Brain, inp: NoInput) -> Stats:
+    """What the brain holds: libraries with entry and chunk counts, vectors and pending
+    embeddings, sizes, the embedding model and whether vector search is available."""
+    store = brain.store
+    counts = store.counts()
+    model = brain.searcher.model
+    cache = VectorCache(brain.cfg.cache_path)
+    try:
+        cached = cache.count()
+    finally:
+        cache.close()
+    return Stats(
+        home=str(brain.home),
+        libraries=library_list(brain, NoInput()).libraries,
+        entries=counts["entries"],
+        chunks=counts["chunks"],
+        vectors=store.vector_models().get(model, 0),
+        pending_embeddings=store.pending_count(model),
+        skipped_files=counts["skipped"],
+        graph_nodes=counts["nodes"],
+        graph_edges=counts["edges"],
+        code_files=counts["code_files"],
+        commits=counts["commits"],
+        model=model,
+        vector_search=_vector_search_status(brain),
+        db_bytes=_size(brain.cfg.db_path),
+        cache_vectors=cached,
+        cache_bytes=_size(brain.cfg.cache_path),
+        schema_version=store.schema_version(),
+    )
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    items: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DoctorReport:
+    ok: bool
+    checks: list[Check]
+
+
+@op("doctor", NoInput, DoctorReport, methods=("GET",))
+def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
+    """Health check: embedding model, schema, database integrity, vectors, files on disk
+    against the index, skipped files. Every failed check comes with its fix."""
+    store = brain.store
+    checks: list[Check] = []
+    status = _vector_search_status(brain)
+    checks.append(
+        Check("embedder", status == "available", f"{brain.cfg.embedder}: {status}",
+              None if status == "available" else
+              "fix `embedder` in config.toml (BM25 search works meanwhile)")
+    )  # fmt: skip
+    version = store.schema_version()
+    checks.append(
+        Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
+              None if version == SCHEMA_VERSION else "delete brain.db and run `brainmap reindex`")
+    )  # fmt: skip
+    try:
+        problems = store.integrity()
+    except DatabaseBusyError:
+        checks.append(Check("integrity", False, "not checked: another process kept the write "
+                            "lock for 10 s", "run `brainmap doctor` again"))  # fmt: skip
+    else:
+        checks.append(
+            Check("integrity", not problems, "database and full-text index are consistent"
+                  if not problems else f"{len(problems)} problem(s)",
+                  None if not problems else "delete brain.db and run `brainmap reindex`", problems)
+        )  # fmt: skip
+    orphans = {k: v for k, v in store.orphans().items() if v}
+    known = {lib.name for lib in brain.cfg.libraries}
+    stray = [row.name for row in store.libraries() if row.name not in known]
+    other_models = {m: n for m, n in store.vector_models().items() if m != brain.searcher.model}
+    clean = not orphans and not stray and not other_models
+    items = [f"orphan {k}: {v}" for k, v in orphans.items()]
+    items += [f"library {name!r} is indexed but not configured" for name in stray]
+    items += [f"{n} vectors of old model {m}" for m, n in other_models.items()]
+    checks.append(
+        Check("orphans", clean, "no orphan rows" if clean else f"{len(items)} kind(s) of leftovers",
+              None if clean else "brainmap gc", items)
+    )  # fmt: skip
+    pending = store.pending_count(brain.searcher.model)
+    checks.append(
+        Check("vectors", pending == 0,
+              "every chunk has a vector" if not pending else f"{pending} chunk(s) without a vector",
+              None if not pending else "brainmap reindex")
+    )  # fmt: skip
+    for lib in brain.cfg.libraries:
+        if not lib.path.is_dir():
+            checks.append(
+                Check(f"files:{lib.name}", False, f"{lib.path} is missing",
+                      f"restore it or `brainmap library remove {lib.name}`")
+            )  # fmt: skip
+            continue
+        diff = diff_library(store, lib)
+        stale = len(diff.new) + len(diff.changed) + len(diff.gone)
+        detail = (
+            "index matches the files"
+            if not stale
+            else f"{len(diff.new)} new, {len(diff.changed)} changed, {len(diff.gone)} deleted"
+        )
+        items = [f"new: {p}" for p in diff.new[:20]] + [f"changed: {p}" for p in diff.changed[:20]]
+        items += [f"deleted: {p}" for p in diff.gone[:20]]
+        checks.append(
+            Check(f"files:{lib.name}", not stale, detail,
+                  None if not stale else f"brainmap reindex {lib.name}", items)
+        )  # fmt: skip
+    dangling = [
+        f"{e.library}:{e.source_uri}:{e.line}: Brain: {e.props.get('ref', e.object[5:])}"
+        for e in store.dangling_breadcrumbs()
+    ]
+    checks.append(
+        Check("breadcrumbs", not dangling,
+              "every Brain: comment names an entry" if not dangling
+              else f"{len(dangling)} Brain: comment(s) name no entry",
+              None if not dangling else "fix the slug in the comment, or save the entry it means",
+              dangling)
+    )  # fmt: skip
+    skipped = [f"{lib}:{path}: {reason}" for lib, path, reason in store.skipped()]
+    skipped += [f"{lib}:{path}: {w}" for lib, path, ws in store.entry_warnings() for w in ws]
+    checks.append(
+        Check("skipped", True, f"{len(skipped)} file(s) skipped or read with warnings",
+              "fix the files, or exclude them with --exclude" if skipped else None, skipped)
+    )  # fmt: skip
+    return DoctorReport(all(c.ok for c in checks), checks)
+
+
+@dataclass
+class GcReport:
+    libraries_removed: list[str]
+    orphan_rows: int
+    old_model_vectors: int
+    cache_entries_removed: int
+    cache_kept_because: str | None
+    bytes_before: int
+    bytes_after: int
+
+
+@op("gc", NoInput, GcReport, writes=True)
+def gc(brain: Brain, inp: NoInput) -> GcReport:
+    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum.
+
+    Cached vectors that no chunk uses are dropped only when the index is complete and
+    current: right after brain.db was deleted they are exactly what the rebuild needs.
+    """
+    store, cfg = brain.store, brain.cfg
+    with reindex_lock(brain.home):
+        before = _size(cfg.db_path) + _size(cfg.cache_path)
+        known = {lib.name for lib in cfg.libraries}
+        stray = [row.name for row in store.libraries() if row.name not in known]
+        for name in stray:
+            store.delete_library(name)
+        orphans = store.remove_orphans()
+        model = brain.searcher.model
+        old_vectors = store.delete_vectors_except(model)
+        kept_because = _index_incomplete(brain)
+        removed = 0
+        cache = VectorCache(cfg.cache_path)
+        try:
+            if kept_because is None:
+                removed = cache.prune(model, store.embed_hashes())
+            cache.vacuum()
+        finally:
+            cache.close()
+        store.vacuum()
+        after = _size(cfg.db_path) + _size(cfg.cache_path)
+    return GcReport(stray, orphans, old_vectors, removed, kept_because, before, after)
+
+
+def _index_incomplete(brain: Brain) -> str | None:
+    """Why the index does not yet reflect every library (None when it does)."""
+    indexed = {row.name for row in brain.store.libraries()}
+    for lib in brain.cfg.libraries:
+        if lib.name not in indexed or not lib.path.is_dir():
+            return f"library {lib.name} is not indexed; run `brainmap reindex` first"
+        diff = diff_library(brain.store, lib)
+        if diff.new or diff.changed or diff.gone:
+            return f"library {lib.name} has unindexed changes; run `brainmap reindex` first"
+    if brain.store.pending_count(brain.searcher.model):
+        return "some chunks wait for vectors; run `brainmap reindex` first"
+    return None
+
+
+class EvalInput(_Input):
+    golden: str = Field(description="Path of a golden YAML file.")
+    modes: list[Mode] | None = Field(None, description="Modes to compare; all by default.")
+    compare: str | None = Field(None, description="An earlier `eval --json` report.")
+    tolerance: float = Field(0.02, ge=0, description="Allowed fall of any metric.")
+
+
+@op("eval", EvalInput, evaluate.EvalReport)
+def eval_(brain: Brain, inp: EvalInput) -> evaluate.EvalReport:
+    """Measure retrieval quality on a golden file; list regressions against an older report."""
+    report = evaluate.run(brain.searcher, Path(inp.golden), inp.modes)
+    if inp.compare:
+        report.regressions = evaluate.compare(report, Path(inp.compare), inp.tolerance)
+    return report
+
+
+@dataclass
+class InitReport:
+    home: str
+    created: bool
+    config: str
+    global_library: str
+
+
+@op("init", NoInput, InitReport, writes=True)
+def init(brain: Brain, inp: NoInput) -> InitReport:
+    """Create the home (config.toml, brain.db, the global library ``brain/``) if missing."""
+    brain.store  # creates and migrates brain.db  # noqa: B018
+    for lib in brain.cfg.libraries:
+        brain.store.ensure_library(lib.name, str(lib.path), lib.scope)
+    brain_dir = next(
+        (str(lib.path) for lib in brain.cfg.libraries if lib.name == config_mod.GLOBAL_LIBRARY),
+        "",
+    )
+    return InitReport(str(brain.home), brain.created, str(brain.cfg.config_path), brain_dir)

@@ -1,0 +1,226 @@
+"""Ops that read and write knowledge: search, get, save, ingest."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from brainmap.config import (
+    scope_label,
+)
+from brainmap.errors import UserError
+from brainmap.graph import GraphReader
+from brainmap.notes import INGEST_HINT, SaveResult, ingest_title
+from brainmap.ops.core import Brain, _Input, op
+from brainmap.search import Mode, SearchResult, parse_since
+
+# --- search and get -------------------------------------------------------------------------
+
+
+_Age = Annotated[str, Field(pattern=r"^[0-9]{1,9} ?[dwmyDWMY]$")]
+
+
+class SearchInput(_Input):
+    query: str = Field(description="Any text: keywords or a natural-language question.")
+    library: list[str] | None = Field(None, description="Only these libraries.")
+    type: list[str] | None = Field(None, description="Only these entry types (gotcha, note, ...).")
+    tag: list[str] | None = Field(None, description="Only entries with all of these tags.")
+    since: dt.date | dt.datetime | _Age | None = Field(
+        None, description="Only entries dated on/after this date, or this recent (30d, 6m, 1y)."
+    )
+    limit: int = Field(10, ge=1, le=100)
+    mode: Mode = "hybrid"
+    hop: int = Field(
+        0, ge=0, le=3,
+        description="Attach provenance to each hit: 1 its file, 2 also the commits that "
+        "changed it (after git-import), 3 also their authors.",
+    )  # fmt: skip
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _readable_since(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                parse_since(value)
+            except UserError:
+                raise ValueError("not a date: use YYYY-MM-DD or an age such as 30d, 6m") from None
+        return value
+
+
+@op("search", SearchInput, SearchResult, methods=("GET", "POST"))
+def search(brain: Brain, inp: SearchInput) -> SearchResult:
+    """Search the knowledge brain: the markdown notes of every library (gotchas, decisions,
+    patterns, guides, diaries), with hybrid keyword + semantic ranking, in any language.
+    Search first, before answering questions about these projects or repeating work.
+    Returns the best chunks, each with title, library, path and line range, the full chunk
+    text and the parts of its score. Filter with library, type, tag or since; hop=3 adds
+    the file, commits and authors behind each hit."""
+    result = brain.searcher.search(
+        inp.query,
+        libraries=inp.library,
+        types=inp.type,
+        tags=inp.tag,
+        since=inp.since
+        if inp.since is None or isinstance(inp.since, str)
+        else inp.since.isoformat(),
+        limit=inp.limit,
+        mode=inp.mode,
+    )
+    if inp.hop:
+        chains = GraphReader(brain.store).hops(
+            [(h.library, h.path, h.source_rev) for h in result.hits],
+            inp.hop,
+            brain.cfg.graph.hop_commits,
+        )
+        for hit, chain in zip(result.hits, chains, strict=True):
+            hit.hops = chain
+    return result
+
+
+@dataclass
+class ChunkInfo:
+    ord: int
+    heading: str
+    line_start: int
+    line_end: int
+    text: str
+
+
+@dataclass
+class EntryInfo:
+    id: str
+    library: str
+    scope: str
+    path: str
+    file: str
+    title: str
+    type: str
+    tags: list[str]
+    aliases: list[str]
+    project: str | None
+    created: str | None
+    last_verified: str | None
+    updated: str
+    observed_at: str
+    source_rev: str | None
+    content_hash: str
+    meta: dict[str, Any]
+    warnings: list[str]
+    chunks: list[ChunkInfo]
+
+
+class GetInput(_Input):
+    ref: str = Field(description="Entry id, 'library:path', or a path inside a library.")
+
+
+@op("get", GetInput, EntryInfo, methods=("GET",), path="/get/{ref:path}")
+def get(brain: Brain, inp: GetInput) -> EntryInfo:
+    """Fetch one whole entry, by the id of a search hit or as 'library:path': its metadata
+    (type, tags, dates, provenance) and all its chunks with line ranges. Use it after search
+    when a hit looks relevant and you need the rest of the entry."""
+    found = brain.store.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
+    if found is None:
+        raise UserError(
+            f"no entry {inp.ref!r}", hint="use an id or path from `brainmap search`", status=404
+        )
+    row = brain.store.entry(found[0])
+    assert row is not None
+    chunks = [
+        ChunkInfo(c.ord, c.heading, c.line_start, c.line_end, c.text)
+        for c in brain.store.entry_chunks(found[0])
+    ]
+    return EntryInfo(
+        id=row["id"], library=row["library"],
+        scope=scope_label(row["library"], row["scope"]),
+        path=row["path"], file=str(Path(row["library_path"]) / row["path"]),
+        title=row["title"], type=row["type"], tags=row["tags"], aliases=row["aliases"],
+        project=row["project"], created=row["created"], last_verified=row["last_verified"],
+        updated=row["updated"], observed_at=row["observed_at"], source_rev=row["source_rev"],
+        content_hash=row["content_hash"], meta=row["meta"], warnings=row["warnings"],
+        chunks=chunks,
+    )  # fmt: skip
+
+
+def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
+    """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
+    path = Path(ref).absolute()  # no ~ expansion: refs also come from the network
+    for lib in brain.cfg.libraries:
+        root = lib.path.absolute()
+        if path.is_relative_to(root):
+            return brain.store.find_entry(f"{lib.name}:{path.relative_to(root).as_posix()}")
+    return None
+
+
+# --- writing knowledge ----------------------------------------------------------------------
+
+_TAG = Annotated[str, Field(min_length=1, max_length=64)]
+MAX_BODY = 1_000_000
+
+
+class SaveInput(_Input):
+    title: str = Field(min_length=1, max_length=200, description="Short, specific title.")
+    body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
+    type: str = Field(
+        "note",
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$",
+        description="gotcha, pattern, bug, decision, guide, diary, note, ...",
+    )
+    tags: list[_TAG] | None = Field(None, max_length=20, description="Suggested when omitted.")
+    library: str | None = Field(None, description="Target library; default from config.")
+    project: str | None = Field(None, max_length=100)
+    folder: str | None = Field(None, max_length=200, description="Sub-folder in the library.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+    merge_into: str | None = Field(
+        None,
+        description="Append title and body as a dated section of this entry id (the other "
+        "fields are then ignored).",
+    )
+
+
+@op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
+def save(brain: Brain, inp: SaveInput) -> SaveResult:
+    """Save a knowledge entry you want future sessions to find (a gotcha, decision, pattern,
+    how-to): a markdown file with frontmatter in a library, indexed at once. When a very
+    similar entry already exists nothing is written and the candidates come back: then
+    pass merge_into=<candidate id> to append to it, or force=true to save anyway. Tags are
+    suggested from similar entries when you give none."""
+    return brain.notes.save(
+        title=inp.title, body=inp.body, type=inp.type, tags=inp.tags, library=inp.library,
+        project=inp.project, folder=inp.folder, force=inp.force, merge_into=inp.merge_into,
+    )  # fmt: skip
+
+
+class IngestInput(_Input):
+    text: str | None = Field(None, max_length=MAX_BODY, description="The raw text to keep.")
+    uri: str | None = Field(None, max_length=2000, description="Where the text came from.")
+    observed_at: dt.datetime | None = Field(None, description="When it was seen (ISO 8601).")
+    title: str | None = Field(None, max_length=200, description="Default: its first line.")
+    tags: list[_TAG] | None = Field(None, max_length=20)
+    library: str | None = Field(None, description="Target library; default from config.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+
+
+@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",))
+def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
+    """Keep a raw piece of text (a web page excerpt, command output, a message) with its
+    source uri and observation time as a note in the inbox/ folder of a library, indexed at
+    once. Call it without text to get a short usage hint."""
+    if not inp.text or not inp.text.strip():
+        library = inp.library or brain.cfg.save.library
+        return SaveResult("hint", library, "", message=INGEST_HINT)
+    observed = inp.observed_at or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    extra: dict[str, Any] = {"observed_at": observed}
+    if inp.uri:
+        extra["source"] = inp.uri
+    return brain.notes.save(
+        title=inp.title or ingest_title(inp.text, inp.uri), body=inp.text, type="note",
+        tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
+        same_title_is_duplicate=False,  # the title is only the text's first line
+    )  # fmt: skip

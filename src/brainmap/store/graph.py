@@ -1,0 +1,366 @@
+"""Graph rows in ``brain.db``: nodes, edges with provenance, code files, imported git history.
+
+A mixin of :class:`~brainmap.store.index.Store`: it shares its connection, lock and write
+transactions, so an entry's text and its edges are written in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import apsw
+
+from brainmap.store.db import batched, marks
+from brainmap.store.records import (
+    EDGE_SELECT,
+    CodeFileRecord,
+    EdgeRow,
+    EntryState,
+    Graph,
+    edge_row,
+)
+
+# Predicates whose edges carry the git history and the breadcrumbs (hops and backlinks).
+HAS_VERSION = "has_version"
+AUTHORED_BY = "authored_by"
+REFERENCES = "references"
+ALIAS_OF = "alias_of"
+
+
+class GraphStore:
+    """Graph methods of the store (SQL only here; walking the graph is ``brainmap.graph``)."""
+
+    conn: apsw.Connection
+    _lock: threading.RLock
+
+    def write(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    # writing
+
+    def _put_graph(
+        self,
+        owner_column: str,
+        owner: str | None,
+        library_id: int,
+        graph: Graph,
+        *,
+        replace: bool,
+    ) -> None:
+        """Write a source's nodes and edges (inside the caller's transaction); with ``replace``
+        its earlier edges go first, so nodes no longer mentioned are collected."""
+        c = self.conn
+        if replace and owner is not None:
+            c.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
+        # the smallest label wins, so that a rebuild in any order gives the same labels
+        c.executemany(
+            "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
+            "DO UPDATE SET label = min(label, excluded.label) WHERE excluded.label < label",
+            [
+                (n.key, n.kind, n.label, json.dumps(n.props, ensure_ascii=False))
+                for n in graph.nodes
+            ],
+        )
+        c.executemany(
+            f"INSERT INTO edge(subject, predicate, object, library_id, {owner_column}, "
+            "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [
+                (e.subject, e.predicate, e.object, library_id, owner, e.source_uri, e.line,
+                 e.observed_at, e.source_rev, json.dumps(e.props, ensure_ascii=False))
+                for e in graph.edges
+            ],
+        )  # fmt: skip
+
+    def code_states(self, library_id: int) -> dict[str, EntryState]:
+        rows = self._rows(
+            "SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM code_file "
+            "WHERE library_id = ?",
+            (library_id,),
+        )
+        return {r[0]: EntryState(*r[1:]) for r in rows}
+
+    def put_code_file(self, record: CodeFileRecord, graph: Graph, *, new: bool = False) -> None:
+        """Insert or replace a code file and its breadcrumb edges."""
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO code_file(id, library_id, path, content_hash, blob, mtime_ns, size, "
+                "indexed_ns, observed_at, source_rev) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(id) DO UPDATE SET content_hash = excluded.content_hash, "
+                "blob = excluded.blob, mtime_ns = excluded.mtime_ns, size = excluded.size, "
+                "indexed_ns = excluded.indexed_ns, observed_at = excluded.observed_at, "
+                "source_rev = excluded.source_rev",
+                (record.id, record.library_id, record.path, record.content_hash, record.blob,
+                 record.mtime_ns, record.size, record.indexed_ns, record.observed_at,
+                 record.source_rev),
+            )  # fmt: skip
+            self._put_graph("code_id", record.id, record.library_id, graph, replace=not new)
+
+    def touch_code_file(self, code_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
+        with self.write():
+            self.conn.execute(
+                "UPDATE code_file SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
+                (mtime_ns, size, indexed_ns, code_id),
+            )
+
+    def delete_code_files(self, ids: Sequence[str]) -> None:
+        with self.write():
+            self.conn.executemany("DELETE FROM code_file WHERE id = ?", [(i,) for i in ids])
+
+    # git history
+
+    def git_state(self, library_id: int) -> tuple[str, int] | None:
+        """(last imported HEAD, commits imported) of a library, or None before any import."""
+        rows = self._rows(
+            "SELECT head, commits FROM git_import WHERE library_id = ?", (library_id,)
+        )
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def put_git_history(self, library_id: int, graph: Graph) -> None:
+        """Add a batch of imported commits (one transaction)."""
+        with self.write():
+            self._put_graph("entry_id", None, library_id, graph, replace=False)
+
+    def imported_commits(self, library_id: int, keys: Sequence[str]) -> set[str]:
+        """Which of these commit keys the library's history already holds."""
+        out: set[str] = set()
+        for part in batched(list(keys)):
+            rows = self._rows(
+                f"SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
+                f"AND subject IN ({marks(len(part))})",
+                [library_id, AUTHORED_BY, *part],
+            )
+            out.update(str(r[0]) for r in rows)
+        return out
+
+    def mark_git_import(
+        self, library_id: int, repo: str, head: str, commits: int, when: str
+    ) -> None:
+        """Remember the HEAD imported last: the next import starts from there."""
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO git_import(library_id, repo, head, commits, at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(library_id) DO UPDATE SET repo = excluded.repo, head = excluded.head, "
+                "commits = git_import.commits + excluded.commits, at = excluded.at",
+                (library_id, repo, head, commits, when),
+            )
+
+    def forget_git_history(self, library_id: int) -> None:
+        """Drop a library's imported history (its repository was rewritten)."""
+        with self.write():
+            self.conn.execute(
+                "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL",
+                (library_id,),
+            )
+            self.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
+
+    def commit_for_blob(self, file_key: str, blob: str) -> str | None:
+        """The newest imported commit whose version of the file has exactly this content."""
+        rows = self._rows(
+            "SELECT object FROM edge WHERE subject = ? AND predicate = ? "
+            "AND json_extract(props, '$.blob') = ? ORDER BY observed_at DESC LIMIT 1",
+            (file_key, HAS_VERSION, blob),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def refresh_source_revs(self, library_id: int, library: str) -> int:
+        """Set ``source_rev`` of the library's entries and code files from the imported
+        history (the newest commit with their exact content); return how many changed."""
+        changed = 0
+        with self.write():
+            for table in ("entry", "code_file"):
+                self.conn.execute(
+                    f"UPDATE {table} AS t SET source_rev = v.rev FROM ("
+                    f"  SELECT t2.id AS id, (SELECT substr(g.object, 8) FROM edge g"
+                    f"    WHERE g.subject = 'file:' || ? || '/' || t2.path AND g.predicate = ?"
+                    f"    AND json_extract(g.props, '$.blob') = t2.blob"
+                    f"    ORDER BY g.observed_at DESC LIMIT 1) AS rev"
+                    f"  FROM {table} t2 WHERE t2.library_id = ?) AS v "
+                    f"WHERE t.id = v.id AND v.rev IS NOT NULL AND t.source_rev IS NOT v.rev",
+                    (library, HAS_VERSION, library_id),
+                )
+                changed += self.conn.changes()
+        return changed
+
+    def file_versions(self, file_key: str, limit: int) -> list[EdgeRow]:
+        """The file's imported versions (``has_version`` edges), newest first."""
+        rows = self._rows(
+            EDGE_SELECT + " WHERE g.subject = ? AND g.predicate = ? "
+            "ORDER BY g.observed_at DESC LIMIT ?",
+            (file_key, HAS_VERSION, limit),
+        )
+        return [edge_row(r) for r in rows]
+
+    def latest_versions(
+        self, library_ids: Sequence[int]
+    ) -> list[tuple[str, str, str, str | None, str | None, str, str, str]]:
+        """For each entry of these libraries whose file has imported history: (entry id,
+        library, path, its blob, its source_rev, the newest commit, its time, its blob)."""
+        rows = self._rows(
+            "SELECT e.id, l.name, e.path, e.blob, e.source_rev, v.object, v.observed_at, "
+            "json_extract(v.props, '$.blob') FROM entry e JOIN library l ON l.id = e.library_id "
+            "JOIN edge v ON v.rowid = (SELECT g.rowid FROM edge g WHERE g.subject = "
+            "'file:' || l.name || '/' || e.path AND g.predicate = ? "
+            "ORDER BY g.observed_at DESC LIMIT 1) "
+            f"WHERE e.library_id IN ({marks(len(library_ids))}) ORDER BY l.name, e.path",
+            (HAS_VERSION, *library_ids),
+        )
+        return [tuple(r) for r in rows]
+
+    # reading
+
+    def edges_touching(
+        self, keys: Sequence[str], predicates: Sequence[str] | None = None
+    ) -> list[tuple[str, EdgeRow]]:
+        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs."""
+        out: list[tuple[str, EdgeRow]] = []
+        pred_sql, pred_params = "", list[Any]()
+        if predicates:
+            pred_sql = f" AND g.predicate IN ({marks(len(predicates))})"
+            pred_params = list(predicates)
+        for part in batched(list(keys), 200):
+            for column in ("subject", "object"):
+                rows = self._rows(
+                    EDGE_SELECT + f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} "
+                    "ORDER BY g.id",
+                    [*part, *pred_params],
+                )
+                for r in rows:
+                    edge = edge_row(r)
+                    out.append((edge.subject if column == "subject" else edge.object, edge))
+        return out
+
+    def edges_from(self, key: str, predicate: str) -> list[EdgeRow]:
+        rows = self._rows(
+            EDGE_SELECT + " WHERE g.subject = ? AND g.predicate = ? ORDER BY g.id",
+            (key, predicate),
+        )
+        return [edge_row(r) for r in rows]
+
+    def edges_to(self, key: str, predicate: str) -> list[EdgeRow]:
+        rows = self._rows(
+            EDGE_SELECT + " WHERE g.object = ? AND g.predicate = ? ORDER BY g.id",
+            (key, predicate),
+        )
+        return [edge_row(r) for r in rows]
+
+    def alias_targets(self, keys: Sequence[str]) -> dict[str, str]:
+        """The canonical entity of each alias key among ``keys`` (smallest, if several)."""
+        out: dict[str, str] = {}
+        for part in batched(list(keys)):
+            rows = self._rows(
+                f"SELECT subject, min(object) FROM edge WHERE subject IN ({marks(len(part))}) "
+                "AND predicate = ? GROUP BY subject",
+                [*part, ALIAS_OF],
+            )
+            out.update((str(a), str(b)) for a, b in rows)
+        return out
+
+    def nodes(self, keys: Sequence[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+        """(kind, label, props) of the nodes that exist among ``keys``."""
+        out: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        for part in batched(list(keys)):
+            rows = self._rows(
+                f"SELECT key, kind, label, props FROM node WHERE key IN ({marks(len(part))})", part
+            )
+            out.update((r[0], (r[1], r[2], json.loads(r[3]))) for r in rows)
+        return out
+
+    def entries_with_slug(self, slug: str) -> list[tuple[str, str, str]]:
+        """(entry id, library, path) of the entries whose file is called ``slug``."""
+        rows = self._rows(
+            "SELECT e.id, l.name, e.path FROM entry e JOIN library l ON l.id = e.library_id "
+            "WHERE e.slug = ? ORDER BY l.name, e.path",
+            (slug,),
+        )
+        return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+    def entry_files(self, entry_ids: Sequence[str]) -> dict[str, str]:
+        """The file node key of each entry."""
+        out: dict[str, str] = {}
+        for part in batched(list(entry_ids)):
+            rows = self._rows(
+                "SELECT e.id, 'file:' || l.name || '/' || e.path FROM entry e "
+                f"JOIN library l ON l.id = e.library_id WHERE e.id IN ({marks(len(part))})",
+                part,
+            )
+            out.update((str(a), str(b)) for a, b in rows)
+        return out
+
+    def dangling_breadcrumbs(self) -> list[EdgeRow]:
+        """``Brain:`` comments whose slug names no entry."""
+        rows = self._rows(
+            EDGE_SELECT + " WHERE g.predicate = ? AND NOT EXISTS (SELECT 1 FROM entry e "
+            "WHERE e.slug = substr(g.object, 6)) ORDER BY l.name, g.source_uri, g.line",
+            (REFERENCES,),
+        )
+        return [edge_row(r) for r in rows]
+
+    def reverify_due(self, before: str, library_ids: Sequence[int]) -> list[tuple[str, ...]]:
+        """(entry id, library, path, last_verified) of entries verified before ``before``."""
+        rows = self._rows(
+            "SELECT e.id, l.name, e.path, e.last_verified FROM entry e "
+            "JOIN library l ON l.id = e.library_id WHERE e.last_verified < ? "
+            f"AND e.library_id IN ({marks(len(library_ids))}) ORDER BY e.last_verified",
+            (before, *library_ids),
+        )
+        return [tuple(str(v) for v in r) for r in rows]
+
+    def graph_counts(self) -> dict[str, int]:
+        return {
+            "nodes": int(self._one("SELECT count(*) FROM node")),
+            "edges": int(self._one("SELECT count(*) FROM edge")),
+            "code_files": int(self._one("SELECT count(*) FROM code_file")),
+            "commits": int(self._one("SELECT count(*) FROM node WHERE kind = 'commit'")),
+        }
+
+    def graph_orphans(self) -> dict[str, int]:
+        """Graph rows that nothing holds any more (the trigger and cascades keep these at 0)."""
+        return {
+            "nodes": int(self._one(
+                "SELECT count(*) FROM node n WHERE NOT EXISTS (SELECT 1 FROM edge WHERE "
+                "subject = n.key) AND NOT EXISTS (SELECT 1 FROM edge WHERE object = n.key)"
+            )),
+            "edges": int(self._one(
+                "SELECT count(*) FROM edge WHERE library_id NOT IN (SELECT id FROM library) "
+                "OR (entry_id IS NOT NULL AND entry_id NOT IN (SELECT id FROM entry)) "
+                "OR (code_id IS NOT NULL AND code_id NOT IN (SELECT id FROM code_file))"
+            )),
+        }  # fmt: skip
+
+    def remove_graph_orphans(self) -> int:
+        with self.write():
+            total = 0
+            for sql in (
+                "DELETE FROM edge WHERE library_id NOT IN (SELECT id FROM library) "
+                "OR (entry_id IS NOT NULL AND entry_id NOT IN (SELECT id FROM entry)) "
+                "OR (code_id IS NOT NULL AND code_id NOT IN (SELECT id FROM code_file))",
+                "DELETE FROM node WHERE NOT EXISTS (SELECT 1 FROM edge WHERE subject = node.key) "
+                "AND NOT EXISTS (SELECT 1 FROM edge WHERE object = node.key)",
+            ):
+                self.conn.execute(sql)
+                total += self.conn.changes()
+        return total
+
+    def graph_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
+        return {
+            "nodes": self._rows("SELECT key, kind, label, props FROM node ORDER BY key"),
+            "edges": self._rows(
+                "SELECT g.subject, g.predicate, g.object, l.name, g.entry_id, g.code_id, "
+                "g.source_uri, g.line, g.props FROM edge g JOIN library l ON l.id = g.library_id "
+                "ORDER BY g.subject, g.predicate, g.object, g.line, g.source_uri, l.name"
+            ),
+            "code_files": self._rows(
+                "SELECT c.id, l.name, c.path, c.content_hash, c.blob, c.source_rev FROM code_file c "
+                "JOIN library l ON l.id = c.library_id ORDER BY c.id"
+            ),
+        }

@@ -1,0 +1,407 @@
+"""The knowledge graph: triplets, aliases, code backlinks, git history, hops, stale audit.
+
+Git repositories are real ones, made in the test with pygit2 (several authors, fixed times).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from brainmap import ops
+from brainmap.errors import UserError
+from brainmap.graph import GraphReader
+from brainmap.search import Hit
+from brainmap.store import Store
+from conftest import run_cli, write
+
+ANN = ("Ann Example", "ann@example.org")
+BOB = ("Bob Builder", "bob@example.org")
+CY = ("Cy Coder", "cy@example.org")
+T0 = 1_700_000_000
+
+
+def commit(repo: pygit2.Repository, files: dict[str, str | None], who: tuple[str, str],
+           when: int, message: str, *, touch_workdir: bool = True) -> str:  # fmt: skip
+    """Write (or delete, for None) files, stage them and commit; return the sha.
+
+    With ``touch_workdir=False`` the commit is made from blobs only, so the files on disk
+    keep their old content (as after a fetch that was not checked out).
+    """
+    root = Path(repo.workdir)
+    index = repo.index
+    for rel, text in files.items():
+        if text is None:
+            (root / rel).unlink(missing_ok=True)
+            index.remove(rel)
+        elif touch_workdir:
+            write(root / rel, text)
+            index.add(rel)
+        else:
+            blob = repo.create_blob(text.encode())
+            index.add(pygit2.IndexEntry(rel, blob, pygit2.enums.FileMode.BLOB))
+    index.write()
+    sig = pygit2.Signature(who[0], who[1], when, 0)
+    parents = [] if repo.head_is_unborn else [repo.head.target]
+    return str(repo.create_commit("HEAD", sig, sig, message, index.write_tree(), parents))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> pygit2.Repository:
+    """A library in a git repository: three authors, four commits."""
+    repo = pygit2.init_repository(str(tmp_path / "repo"))
+    commit(
+        repo,
+        {
+            "docs/pool.md": "# Connection pool\n\nPool exhaustion under load.\n",
+            "docs/other.md": "# Other\n\nUnrelated text.\n",
+        },
+        ANN,
+        T0,
+        "add notes",
+    )
+    commit(
+        repo,
+        {
+            "docs/pool.md": "# Connection pool\n\nPool exhaustion under load.\n\n"
+            "- depends_on [[Postgres]]\n"
+        },
+        BOB,
+        T0 + 86_400,
+        "pool: dependency",
+    )
+    commit(
+        repo,
+        {"docs/other.md": "# Other\n\nStill unrelated.\n"},
+        CY,
+        T0 + 2 * 86_400,
+        "other: reword",
+    )
+    commit(repo, {"docs/pool.md": "# Connection pool\n\nPool exhaustion under heavy load.\n\n"
+                  "- depends_on [[Postgres]]\n", "src/app.py": "# Brain: pool\nx = 1\n"},
+           CY, T0 + 3 * 86_400, "pool: wording; app")  # fmt: skip
+    return repo
+
+
+def _brain(home: Path, root: Path, name: str = "docs") -> ops.Brain:
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(root)))
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    return brain
+
+
+def _search(brain: ops.Brain, query: str, hop: int) -> list[Hit]:
+    inp = ops.SearchInput(query=query, mode="bm25", hop=hop, library=["docs"])
+    return ops.search(brain, inp).hits
+
+
+def test_hops_give_file_commits_and_people(home: Path, repo: pygit2.Repository) -> None:
+    brain = _brain(home, Path(repo.workdir) / "docs")
+    ops.git_import(brain, ops.GitImportInput(libraries=["docs"]))
+    (hit,) = [h for h in _search(brain, "exhaustion", 3) if h.path == "pool.md"]
+    assert hit.hops is not None
+    assert (hit.hops.library, hit.hops.path, hit.hops.file) == (
+        "docs",
+        "pool.md",
+        "file:docs/pool.md",
+    )
+    head = str(repo.head.target)
+    assert hit.source_rev == head  # the commit that last wrote this content
+    # hop 2: the commits that changed pool.md, newest first (the one of other.md is not there)
+    assert [c.message for c in hit.hops.commits or []] == [
+        "pool: wording; app", "pool: dependency", "add notes",
+    ]  # fmt: skip
+    assert [p.email for p in hit.hops.people or []] == [CY[1], BOB[1], ANN[1]]
+    other = next(h for h in _search(brain, "unrelated", 3) if h.path == "other.md")
+    assert [p.name for p in other.hops.people or []] == [CY[0], ANN[0]]
+    # lower hops stop earlier
+    one = next(h for h in _search(brain, "exhaustion", 1) if h.path == "pool.md")
+    assert one.hops is not None and one.hops.commits is None and one.hops.people is None
+    two = next(h for h in _search(brain, "exhaustion", 2) if h.path == "pool.md")
+    assert two.hops is not None and len(two.hops.commits or []) == 3 and two.hops.people is None
+    assert _search(brain, "exhaustion", 0)[0].hops is None
+    # the walk from a person reaches the commits and files
+    walk = ops.neighbors(brain, ops.NeighborsInput(node=f"person:{BOB[1]}", depth=2))
+    assert {n.key for n in walk.nodes} >= {"file:docs/pool.md"}
+    brain.close()
+
+
+def test_hop_in_cli_json(home: Path, repo: pygit2.Repository) -> None:
+    root = Path(repo.workdir) / "docs"
+    run_cli(home, "library", "add", "docs", str(root))
+    run_cli(home, "reindex", "--no-embed")
+    out = json.loads(run_cli(home, "git-import", "--json").stdout)
+    assert out["libraries"][0]["commits"] == 4  # every commit touches docs/
+    hits = json.loads(
+        run_cli(home, "search", "exhaustion", "-m", "bm25", "--hop", "3", "--json").stdout
+    )["hits"]
+    assert hits[0]["hops"]["people"][0]["email"] == CY[1]
+    text = run_cli(home, "search", "exhaustion", "-m", "bm25", "--hop", "3").stdout
+    assert "Cy Coder <cy@example.org>" in text and "pool: dependency" in text
+
+
+def test_git_import_is_incremental_and_survives_rewrites(
+    home: Path, repo: pygit2.Repository
+) -> None:
+    brain = _brain(home, Path(repo.workdir) / "docs")
+    first = ops.git_import(brain, ops.GitImportInput()).libraries
+    assert [r.commits for r in first] == [4]
+    again = ops.git_import(brain, ops.GitImportInput()).libraries[0]
+    assert again.up_to_date and again.commits == 0
+    commit(repo, {"docs/new.md": "# New\n"}, ANN, T0 + 4 * 86_400, "new note")
+    commit(repo, {"README.md": "outside the library folder\n"}, ANN, T0 + 5 * 86_400, "readme")
+    more = ops.git_import(brain, ops.GitImportInput()).libraries[0]
+    assert more.commits == 1 and more.versions == 1  # the README commit is not about docs/
+    # a rewritten history (HEAD replaced by a different commit) is imported again
+    head = repo.head.peel(pygit2.Commit)
+    repo.index.add(pygit2.IndexEntry(
+        "docs/new.md", repo.create_blob(b"# New, rewritten\n"), pygit2.enums.FileMode.BLOB
+    ))  # fmt: skip
+    sig = pygit2.Signature(*BOB, T0 + 6 * 86_400, 0)
+    replaced = repo.create_commit(
+        None, sig, sig, "rewritten", repo.index.write_tree(), [head.parents[0].id]
+    )
+    repo.head.set_target(replaced)
+    rewritten = ops.git_import(brain, ops.GitImportInput()).libraries[0]
+    assert rewritten.rewritten and rewritten.head == str(replaced)
+    walk = GraphReader(brain.store).neighbors("file:docs/new.md", depth=2)
+    assert f"person:{BOB[1]}" in {n.key for n in walk.nodes}
+    commits = {k for (k, kind, *_) in brain.store.graph_snapshot()["nodes"] if kind == "commit"}
+    assert f"commit:{replaced}" in commits and len(commits) == 6  # 4 + new note + rewritten
+    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    brain.close()
+
+
+def test_not_a_repository_is_a_clear_error(home: Path, tmp_path: Path) -> None:
+    plain = write(tmp_path / "plain" / "a.md", "# A\n").parent
+    brain = _brain(home, plain)
+    result = ops.git_import(brain, ops.GitImportInput())
+    assert result.libraries == [] and "docs" in result.not_git
+    with pytest.raises(UserError, match="not inside a git work tree"):
+        ops.git_import(brain, ops.GitImportInput(libraries=["docs"]))
+    proc = run_cli(home, "git-import", "docs", check=False)
+    assert proc.returncode == 1 and "not inside a git work tree" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    brain.close()
+
+
+def test_stale_audit_on_disk_and_in_git(home: Path, repo: pygit2.Repository) -> None:
+    root = Path(repo.workdir) / "docs"
+    brain = _brain(home, root)
+    ops.git_import(brain, ops.GitImportInput())
+    assert ops.audit(brain, ops.AuditInput()).items == []
+    # edited on disk after indexing: stale until reindex
+    write(root / "other.md", "# Other\n\nEdited by hand.\n")
+    items = ops.audit(brain, ops.AuditInput()).items
+    assert [(i.kind, i.path, i.refresh) for i in items] == [
+        ("changed_on_disk", "other.md", "brainmap reindex docs")
+    ]
+    proc = run_cli(home, "audit", "stale", check=False)
+    assert proc.returncode == 1 and "changed_on_disk" in proc.stdout
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert ops.audit(brain, ops.AuditInput()).items == []
+    assert brain.store.entry(brain.store.find_entry("docs:other.md")[0])["source_rev"].startswith(
+        "mtime:"
+    )  # type: ignore[index]
+    # a commit that changes pool.md in git while the work tree keeps the old content
+    newer = commit(repo, {"docs/pool.md": "# Connection pool\n\nRewritten upstream.\n"}, BOB,
+                   T0 + 9 * 86_400, "upstream rewrite", touch_workdir=False)  # fmt: skip
+    ops.git_import(brain, ops.GitImportInput())
+    (item,) = ops.audit(brain, ops.AuditInput()).items
+    assert (item.kind, item.path, item.current_rev) == ("changed_in_git", "pool.md", newer)
+    assert "reindex docs" in item.refresh
+    # checking the new version out and reindexing clears it
+    write(root / "pool.md", "# Connection pool\n\nRewritten upstream.\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert ops.audit(brain, ops.AuditInput()).items == []
+    row = brain.store.entry(brain.store.find_entry("docs:pool.md")[0])  # type: ignore[index]
+    assert row is not None and row["source_rev"] == newer
+    brain.close()
+
+
+def test_reverify_reminders_and_verify(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    old = (dt.date.today() - dt.timedelta(days=400)).isoformat()
+    original = f"---\ntitle: Backups\nowner: ops  # kept\nlast_verified: {old}\n---\nBody.\n"
+    write(root / "backups.md", original)
+    write(root / "fresh.md", f"---\nlast_verified: {dt.date.today().isoformat()}\n---\nNew.\n")
+    write(root / "plain.md", "# Plain\n")
+    brain = _brain(home, root)
+    (item,) = ops.audit(brain, ops.AuditInput()).items
+    assert (item.kind, item.path) == ("reverify", "backups.md")
+    assert item.refresh == "check it, then: brainmap verify docs:backups.md"
+    result = ops.verify(brain, ops.VerifyInput(ref="docs:backups.md"))
+    assert result.status == "verified"
+    text = (root / "backups.md").read_text()
+    assert text == original.replace(old, dt.date.today().isoformat())
+    assert ops.audit(brain, ops.AuditInput()).items == []
+    # no frontmatter: one is added; the body is untouched
+    ops.verify(brain, ops.VerifyInput(ref="docs:plain.md"))
+    assert (root / "plain.md").read_text().endswith("---\n# Plain\n")
+    with pytest.raises(UserError):
+        ops.verify(brain, ops.VerifyInput(ref="docs:missing.md"))
+    brain.close()
+
+
+def test_links_relations_tags_and_alias_merge(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    write(root / "postgres.md",
+          "---\ntitle: Postgres\naliases: [pgsql]\ntags: [db]\n"
+          "relations:\n  runs_on: [Linux]\n---\nThe database. See [[Backups]].\n")  # fmt: skip
+    write(root / "app.md", "# App\n\n- depends_on [[PG]]\n- implements [[Auth  spec]]\n")
+    write(root / "jobs.md", "# Jobs\n\nWrites to [[postgres]].\n")
+    brain = _brain(home, root)
+    reader = GraphReader(brain.store)
+    preds = {(e.subject, e.predicate, e.object) for e in reader.neighbors("Postgres").edges}
+    jobs = "entry:" + brain.store.find_entry("docs:jobs.md")[0]  # type: ignore[index]
+    app = "entry:" + brain.store.find_entry("docs:app.md")[0]  # type: ignore[index]
+    assert (jobs, "links_to", "entity:postgres") in preds
+    assert not any(s == app for s, _, _ in preds)  # [[PG]] is not an alias yet
+    assert reader.neighbors("PG").center.key == "entity:pg"
+    detail = ops.neighbors(brain, ops.NeighborsInput(node="docs:postgres.md")).edges
+    got = {(e.predicate, e.object) for e in detail}
+    assert {("runs_on", "entity:linux"), ("links_to", "entity:backups"), ("tagged", "tag:db"),
+            ("describes", "entity:postgres"), ("from_file", "file:docs/postgres.md")} <= got  # fmt: skip
+    line = next(e.line for e in detail if e.predicate == "links_to")
+    assert line == 8  # the line of the link in the file
+    app_edges = {(e.predicate, e.object) for e in reader.neighbors(app).edges}
+    assert ("implements", "entity:auth spec") in app_edges
+    # renaming the alias pgsql -> PG merges the two nodes
+    text = (root / "postgres.md").read_text().replace("aliases: [pgsql]", "aliases: [PG]")
+    write(root / "postgres.md", text)
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    merged = reader.neighbors("PG")
+    assert merged.center.key == "entity:postgres" and merged.center.aliases == ["entity:pg"]
+    assert (app, "depends_on", "entity:postgres") in {
+        (e.subject, e.predicate, e.object) for e in merged.edges
+    }
+    assert "entity:pgsql" not in {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    with pytest.raises(UserError):
+        ops.neighbors(brain, ops.NeighborsInput(node="entity:nothing-here"))
+    brain.close()
+
+
+CODE = {
+    "src/db.py": "import pool\n\n# Brain: pool-gotcha\ndef connect(): ...\n",
+    "web/app.js": "const x = 1; // Brain: pool-gotcha\n",
+    "sql/schema.sql": "CREATE TABLE t(x);\n-- Brain: docs:pool-gotcha\n",
+    "ops/deploy.sh": "#!/bin/sh\necho hi  # Brain: deploy-notes\n",
+    "src/lib.c": "/* Brain: pool-gotcha */\nint x;\n",
+}
+
+
+def test_backlinks_and_refs_across_languages(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    write(root / "pool-gotcha.md", "# Pool gotcha\n\nThe pool runs out.\n")
+    for rel, text in CODE.items():
+        write(root / rel, text)
+    brain = _brain(home, root)
+    found = ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha"))
+    assert found.entries == ["docs:pool-gotcha.md"]
+    assert sorted((c.file, c.line) for c in found.breadcrumbs) == [
+        ("sql/schema.sql", 2), ("src/db.py", 3), ("src/lib.c", 1), ("web/app.js", 1),
+    ]  # fmt: skip
+    by_entry = ops.backlinks(brain, ops.BacklinksInput(ref="docs:pool-gotcha.md"))
+    assert len(by_entry.breadcrumbs) == 4
+    refs = ops.refs(brain, ops.RefsInput(file=str(root / "src" / "db.py")))
+    assert [(c.ref, c.entries) for c in refs.breadcrumbs] == [
+        ("pool-gotcha", ["docs:pool-gotcha.md"])
+    ]
+    # the shell script names an entry that does not exist: doctor reports it, with the line
+    doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert not doctor["breadcrumbs"].ok
+    assert doctor["breadcrumbs"].items == ["docs:ops/deploy.sh:2: Brain: deploy-notes"]
+    out = run_cli(home, "backlinks", "pool-gotcha").stdout
+    assert "docs:web/app.js:1" in out
+    out = run_cli(home, "refs", "docs:ops/deploy.sh").stdout
+    assert "no such entry" in out
+    # saving the entry it means fixes it; editing a comment away removes the edge
+    write(root / "deploy-notes.md", "# Deploy notes\n")
+    write(root / "web" / "app.js", "const x = 1;\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert doctor["breadcrumbs"].ok
+    assert len(ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha")).breadcrumbs) == 3
+    # deleting a code file drops its edges
+    (root / "src" / "lib.c").unlink()
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert len(ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha")).breadcrumbs) == 2
+    brain.close()
+
+
+def test_deleting_an_entry_leaves_no_orphans(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    write(root / "a.md", "---\ntags: [x, y]\n---\n# A\n\n[[Only From A]] and [[Shared]].\n")
+    write(root / "b.md", "# B\n\n[[Shared]]\n")
+    brain = _brain(home, root)
+    keys = {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    assert {"entity:only from a", "entity:shared", "tag:x"} <= keys
+    (root / "a.md").unlink()
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    keys = {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    assert "entity:only from a" not in keys and "tag:x" not in keys
+    assert "entity:shared" in keys
+    assert all(e[4] != "a" for e in brain.store.graph_snapshot()["edges"])
+    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert doctor["orphans"].ok and doctor["breadcrumbs"].ok
+    # removing the library removes its whole graph
+    ops.library_remove(brain, ops.LibraryNameInput(name="docs"))
+    assert brain.store.graph_counts()["edges"] == 0 and brain.store.graph_counts()["nodes"] == 0
+    brain.close()
+
+
+def test_graph_is_derived_data(home: Path, repo: pygit2.Repository, tmp_path: Path) -> None:
+    root = Path(repo.workdir)
+    brain = _brain(home, root)
+    ops.git_import(brain, ops.GitImportInput())
+    before = brain.store.snapshot()
+    brain.close()
+    for name in ("brain.db", "brain.db-wal", "brain.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    run_cli(home, "reindex", "--no-embed")
+    run_cli(home, "git-import")
+    with Store(home / "brain.db") as store:
+        after = store.snapshot()
+    for key in ("nodes", "edges", "code_files", "entries"):
+        assert after[key] == before[key], key
+
+
+def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
+    """An index written by the previous release keeps its text and vectors and gets its
+    graph at the next reindex, without re-embedding."""
+    import apsw
+
+    from brainmap.store.db import MIGRATIONS, connect
+
+    root = write(tmp_path / "kb" / "Pool-Gotcha.md", "# Pool\n\nSee [[Postgres]].\n").parent
+    brain = _brain(home, root)
+    brain.close()
+    conn = connect(home / "brain.db")  # downgrade: the v1 layout with the same rows
+    rows = conn.execute("SELECT id, library_id, path, title, type, content_hash, mtime_ns, size, "
+                        "indexed_ns, updated, observed_at FROM entry").fetchall()  # fmt: skip
+    conn.close()
+    (home / "brain.db").unlink()
+    conn = apsw.Connection(str(home / "brain.db"))
+    conn.execute(MIGRATIONS[1])
+    conn.execute("INSERT INTO library(id, name, path, scope) VALUES (1, 'brain', ?, 'global'), "
+                 "(2, 'docs', ?, 'project')", (str(home / "brain"), str(root)))  # fmt: skip
+    conn.executemany(
+        "INSERT INTO entry(id, library_id, path, title, type, content_hash, mtime_ns, size, "
+        "indexed_ns, updated, observed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    with Store(home / "brain.db") as store:
+        assert store.schema_version() == 2
+        assert store.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
+    run_cli(home, "reindex", "--no-embed")
+    with Store(home / "brain.db") as store:
+        assert store.graph_counts()["edges"] >= 3  # from_file, describes, links_to
+    shutil.rmtree(root)
