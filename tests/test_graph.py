@@ -168,12 +168,43 @@ def test_git_import_is_incremental_and_survives_rewrites(
     )
     repo.head.set_target(replaced)
     rewritten = ops.git_import(brain, ops.GitImportInput()).libraries[0]
-    assert rewritten.rewritten and rewritten.head == str(replaced)
+    assert rewritten.diverged and rewritten.head == str(replaced)
+    assert rewritten.commits == 1  # only the new commit is walked and diffed
     walk = GraphReader(brain.store).neighbors("file:docs/new.md", depth=2)
     assert f"person:{BOB[1]}" in {n.key for n in walk.nodes}
     commits = {k for (k, kind, *_) in brain.store.graph_snapshot()["nodes"] if kind == "commit"}
     assert f"commit:{replaced}" in commits and len(commits) == 6  # 4 + new note + rewritten
+    # switching back and forth between branches imports nothing twice
+    main = repo.branches.local.create("main-line", head)
+    repo.checkout(main, strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    back = ops.git_import(brain, ops.GitImportInput()).libraries[0]
+    assert back.diverged and back.commits == 0  # the README commit is not about docs/
+    assert brain.store.git_state(brain.store.library_ids(["docs"])["docs"])[2] == str(head.id)  # type: ignore[index]
     assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    brain.close()
+
+
+def test_library_in_a_dot_folder_and_unreadable_repository(home: Path, tmp_path: Path) -> None:
+    repo = pygit2.init_repository(str(tmp_path / "repo"))
+    commit(repo, {".notes/a.md": "# A in dot folder\n", "notes/b.md": "# B elsewhere\n"}, ANN,
+           T0, "two folders")  # fmt: skip
+    brain = _brain(home, tmp_path / "repo" / ".notes")
+    (report,) = ops.git_import(brain, ops.GitImportInput()).libraries
+    assert report.versions == 1
+    assert brain.store.file_versions("file:docs/a.md", 5)
+    assert not brain.store.file_versions("file:docs/b.md", 5)
+    # git cannot read the history (its objects are gone): a message, never a traceback
+    shutil.rmtree(tmp_path / "repo" / ".git" / "objects")
+    (tmp_path / "repo" / ".git" / "objects").mkdir()
+    commit_ref = tmp_path / "repo" / ".git" / "refs" / "heads"
+    assert any(commit_ref.iterdir())
+    with pytest.raises(UserError, match="git cannot read"):
+        ops.git_import(brain, ops.GitImportInput(libraries=["docs"]))
+    failed = ops.git_import(brain, ops.GitImportInput())
+    assert failed.libraries == [] and failed.failed and failed.failed[0].startswith("docs: ")
+    proc = run_cli(home, "git-import", check=False)
+    assert proc.returncode == 1 and "git cannot read" in proc.stderr
+    assert "Traceback" not in proc.stderr
     brain.close()
 
 
@@ -221,6 +252,14 @@ def test_stale_audit_on_disk_and_in_git(home: Path, repo: pygit2.Repository) -> 
     assert ops.audit(brain, ops.AuditInput()).items == []
     row = brain.store.entry(brain.store.find_entry("docs:pool.md")[0])  # type: ignore[index]
     assert row is not None and row["source_rev"] == newer
+    # a local edit indexed, then an older staged version committed: the local edit is the
+    # newest content, so nothing is stale (checking out would throw the edit away)
+    repo.index.add_all()
+    write(root / "pool.md", "# Connection pool\n\nv3, not committed.\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    commit(repo, {}, ANN, T0 + 10 * 86_400, "commit what was staged")
+    ops.git_import(brain, ops.GitImportInput())
+    assert ops.audit(brain, ops.AuditInput()).items == []
     brain.close()
 
 
@@ -283,6 +322,14 @@ def test_links_relations_tags_and_alias_merge(home: Path, tmp_path: Path) -> Non
     assert "entity:pgsql" not in {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
     with pytest.raises(UserError):
         ops.neighbors(brain, ops.NeighborsInput(node="entity:nothing-here"))
+    # a cut walk returns only edges between the nodes it returns
+    for i in range(12):
+        write(root / f"extra-{i}.md", f"# Extra {i}\n\n[[Postgres]]\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    cut = ops.neighbors(brain, ops.NeighborsInput(node="Postgres", limit=5))
+    kept = {cut.center.key} | {n.key for n in cut.nodes}
+    assert cut.truncated and len(cut.nodes) == 5
+    assert all(e.subject in kept and e.object in kept for e in cut.edges)
     brain.close()
 
 
@@ -292,12 +339,16 @@ CODE = {
     "sql/schema.sql": "CREATE TABLE t(x);\n-- Brain: docs:pool-gotcha\n",
     "ops/deploy.sh": "#!/bin/sh\necho hi  # Brain: deploy-notes\n",
     "src/lib.c": "/* Brain: pool-gotcha */\nint x;\n",
+    "src/plain.py": "print('no breadcrumbs here')\n",
+    "src/release.py": "# Brain: release-1.2\n",
 }
 
 
 def test_backlinks_and_refs_across_languages(home: Path, tmp_path: Path) -> None:
     root = tmp_path / "proj"
     write(root / "pool-gotcha.md", "# Pool gotcha\n\nThe pool runs out.\n")
+    write(root / "release-1.2.md", "# Release 1.2\n")
+    write(root / "release-1.md", "# Release 1\n")
     for rel, text in CODE.items():
         write(root / rel, text)
     brain = _brain(home, root)
@@ -312,8 +363,12 @@ def test_backlinks_and_refs_across_languages(home: Path, tmp_path: Path) -> None
     assert [(c.ref, c.entries) for c in refs.breadcrumbs] == [
         ("pool-gotcha", ["docs:pool-gotcha.md"])
     ]
+    dotted = ops.backlinks(brain, ops.BacklinksInput(ref="release-1.2")).breadcrumbs
+    assert [(c.file, c.entries) for c in dotted] == [("src/release.py", ["docs:release-1.2.md"])]
+    assert ops.backlinks(brain, ops.BacklinksInput(ref="release-1")).breadcrumbs == []
     # the shell script names an entry that does not exist: doctor reports it, with the line
     doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert doctor["orphans"].ok  # a code file without breadcrumbs adds no node
     assert not doctor["breadcrumbs"].ok
     assert doctor["breadcrumbs"].items == ["docs:ops/deploy.sh:2: Brain: deploy-notes"]
     out = run_cli(home, "backlinks", "pool-gotcha").stdout
@@ -381,27 +436,36 @@ def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
 
     root = write(tmp_path / "kb" / "Pool-Gotcha.md", "# Pool\n\nSee [[Postgres]].\n").parent
     brain = _brain(home, root)
+    ops.reindex(brain, ops.ReindexInput())  # with its vector
     brain.close()
     conn = connect(home / "brain.db")  # downgrade: the v1 layout with the same rows
-    rows = conn.execute("SELECT id, library_id, path, title, type, content_hash, mtime_ns, size, "
-                        "indexed_ns, updated, observed_at FROM entry").fetchall()  # fmt: skip
+    tables = ("library", "entry", "entry_tag", "chunk", "chunk_vec")
+    saved = {t: conn.execute(f"SELECT * FROM {t}").fetchall() for t in tables}
+    columns = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
     conn.close()
     (home / "brain.db").unlink()
     conn = apsw.Connection(str(home / "brain.db"))
     conn.execute(MIGRATIONS[1])
-    conn.execute("INSERT INTO library(id, name, path, scope) VALUES (1, 'brain', ?, 'global'), "
-                 "(2, 'docs', ?, 'project')", (str(home / "brain"), str(root)))  # fmt: skip
-    conn.executemany(
-        "INSERT INTO entry(id, library_id, path, title, type, content_hash, mtime_ns, size, "
-        "indexed_ns, updated, observed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        rows,
-    )
+    for table in tables:
+        v1 = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        keep = [columns[table].index(c) for c in v1]
+        conn.executemany(
+            f"INSERT INTO {table}({', '.join(v1)}) VALUES ({', '.join('?' * len(v1))})",
+            [[row[i] for i in keep] for row in saved[table]],
+        )
     conn.execute("PRAGMA user_version=1")
     conn.close()
     with Store(home / "brain.db") as store:
         assert store.schema_version() == 2
         assert store.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
-    run_cli(home, "reindex", "--no-embed")
+        assert store.counts()["chunks"] > 0 and store.graph_counts()["edges"] == 0
+    out = json.loads(run_cli(home, "reindex", "--json").stdout)
+    docs = next(lib for lib in out["libraries"] if lib["library"] == "docs")
+    assert (docs["added"], docs["deleted"], docs["updated"]) == (0, 0, 1)
+    assert out["embedding"]["embedded"] == out["embedding"]["cached"] == 0  # vectors were kept
     with Store(home / "brain.db") as store:
-        assert store.graph_counts()["edges"] >= 3  # from_file, describes, links_to
-    shutil.rmtree(root)
+        preds = {e.predicate for _, e in store.edges_touching(["file:docs/Pool-Gotcha.md"])}
+        assert preds == {"from_file"}
+        row = store.entry(store.find_entry("docs:Pool-Gotcha.md")[0])  # type: ignore[index]
+        assert row is not None and row["blob"] and row["content_hash"]
+        assert store.graph_counts()["edges"] == 3  # from_file, describes, links_to

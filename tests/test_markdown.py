@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainmap.markdown import DecodeError, decode, parse
+from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
 
 
 def test_frontmatter_fields_and_defaults() -> None:
@@ -161,3 +161,46 @@ def test_structural_fuzz(lines: list[str]) -> None:
     nonblank = {i + 1 for i, line in enumerate(text.split("\n")) if line.strip()}
     if not text.startswith("---"):
         assert nonblank <= set(covered)  # and every non-blank line is somewhere
+
+
+def test_links_relations_and_frontmatter_relations() -> None:
+    text = (
+        '---\nrelations:\n  depends_on: [Postgres, "[[Redis]]"]\n  owned-by: Team A\n---\n'
+        "# Pool\n"
+        "See [[Connection  Limits]], [[Postgres|the db]] and [[Auth spec#tokens]].\n"
+        "- depends_on [[PgBouncer]], [[Disk]]\n"
+        "* Implements: [[Auth spec]]\n"
+        "- a plain item with [[Plain]]\n"
+        "Inline `[[not a link]]` is code.\n"
+        "```\n[[inside a fence]]\n```\n"
+        "[[]] and [[ ]] are nothing.\n"
+    )
+    links = [(x.predicate, x.target, x.line) for x in parse(text, fallback_title="x").links]
+    assert links == [
+        ("depends_on", "Postgres", 3), ("depends_on", "Redis", 3), ("owned_by", "Team A", 4),
+        ("links_to", "Connection Limits", 7), ("links_to", "Postgres", 7),
+        ("links_to", "Auth spec", 7), ("depends_on", "PgBouncer", 8), ("depends_on", "Disk", 8),
+        ("implements", "Auth spec", 9), ("links_to", "Plain", 10),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "slug"),
+    [
+        ("x = 1  # Brain: pool-gotcha", "pool-gotcha"),
+        ("const a = 1; // Brain: js-note.", "js-note"),
+        ("-- Brain: docs:sql-note", "docs:sql-note"),
+        ("/* Brain: c-note */", "c-note"),
+        (" * Brain: doc-comment", "doc-comment"),
+        ("; Brain: lisp-note", "lisp-note"),
+        ("% Brain: tex-note", "tex-note"),
+        ("<!-- Brain: html-note -->", "html-note"),
+        ("REM Brain: bat-note", "bat-note"),
+        ("#Brain:tight", "tight"),
+        ("brain: lowercase is prose", None),
+        ("print('Brain: not after a comment marker')", None),
+    ],
+)
+def test_breadcrumbs_in_any_comment_syntax(line: str, slug: str | None) -> None:
+    found = breadcrumbs(f"first line\n{line}\n")
+    assert found == ([(slug, 2)] if slug else [])

@@ -37,6 +37,7 @@ def test_change_filter(tmp_path: Path) -> None:
     assert changes.library(False, str(lib / "sub")) == "lib"  # a new folder: scan it
     assert changes.library(True, str(lib / "gone-folder")) == "lib"  # deleted, no suffix
     assert changes.library(True, str(lib / "notes.txt")) is None
+    assert changes.library(False, str(lib / "src" / "app.py")) == "lib"  # breadcrumbs may change
     assert changes.library(False, str(lib / ".a.md.swp")) is None
     assert changes.library(False, str(lib / ".git" / "objects" / "ab")) is None
     assert changes.library(False, str(lib / "x" / ".brainmap-tmp-123")) is None

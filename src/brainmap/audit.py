@@ -4,7 +4,9 @@ observed (on disk, or in git history), and entries due for re-verification."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from brainmap.config import Config
 from brainmap.indexer import diff_library, entry_id
@@ -35,6 +37,27 @@ class AuditReport:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+def _head_check(path: Path) -> Callable[[str], bool]:
+    """``reaches(sha)``: whether HEAD of the library's repository has that commit in its
+    history (always true when the repository cannot be read)."""
+    from brainmap.gitlog import open_repository
+
+    repo = open_repository(path)
+    if repo is None or repo.head_is_unborn:
+        return lambda sha: True
+
+    def reaches(sha: str) -> bool:
+        import pygit2
+
+        try:
+            oid = pygit2.Oid(hex=sha)
+            return bool(repo.head.target == oid or repo.descendant_of(repo.head.target, oid))
+        except (ValueError, KeyError, pygit2.GitError):
+            return True
+
+    return reaches
+
+
 def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) -> AuditReport:
     """Entries whose file changed on disk or in the imported git history after the revision
     they were indexed at, and entries whose ``last_verified`` is older than ``verify_days``."""
@@ -60,18 +83,17 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
                         f"brainmap reindex {lib.name}",
                     )
                 )  # fmt: skip
+    heads = {lib.name: _head_check(lib.path) for lib in libs}
     for eid, library, rel, blob, rev, commit, when, new_blob in store.latest_versions(
         list(ids.values())
     ):
         sha = commit.removeprefix("commit:")
-        if new_blob == blob or (library, rel) in on_disk:
+        # only content git had is compared: a local edit (source_rev mtime:...) is newer
+        # than any commit, and checking out the newer version would throw it away
+        if new_blob == blob or (library, rel) in on_disk or not rev or rev.startswith("mtime:"):
             continue
-        if rev is None or rev.startswith("mtime:"):
-            # content that git never had (local edits): stale only if git moved on later
-            if rev is not None and when <= rev.removeprefix("mtime:"):
-                continue
-        elif rev == sha:
-            continue
+        if rev == sha or not heads[library](sha):
+            continue  # a commit of another branch is not newer history of this checkout
         report.items.append(
             AuditItem(
                 "changed_in_git", library, rel, eid,

@@ -138,13 +138,17 @@ def git_import(libraries: tuple[str, ...], json_out: bool) -> None:
         if lib.up_to_date:
             click.echo(f"{lib.library}: up to date ({(lib.head or 'no commits')[:10]})")
             continue
-        note = " (history was rewritten: imported again)" if lib.rewritten else ""
+        note = " (HEAD moved to another line of history)" if lib.diverged else ""
         click.echo(
             f"{lib.library}: {lib.commits} commits, {lib.versions} file versions, head "
             f"{(lib.head or '')[:10]}, {lib.seconds:.2f}s{note}"
         )
     if result.not_git:
         click.echo(f"not in git: {', '.join(result.not_git)}")
+    for failure in result.failed:
+        click.echo(f"failed: {failure}", err=True)
+    if result.failed:
+        raise SystemExit(1)
 
 
 @cli.command()

@@ -38,35 +38,59 @@ class GitImportReport:
     versions: int = 0  # file versions (has_version edges) written
     skipped_merges: int = 0
     up_to_date: bool = False
-    rewritten: bool = False  # history was rewritten: the import started over
+    diverged: bool = False  # HEAD does not descend from the last import (branch switch, rebase)
     source_revs_updated: int = 0
     seconds: float = 0.0
 
 
 def open_repository(path: Path) -> pygit2.Repository | None:
-    """The git repository holding ``path``, or None."""
+    """The git repository holding ``path``, or None (also when git refuses to open it)."""
     import pygit2
 
-    found = pygit2.discover_repository(str(path))
-    return pygit2.Repository(found) if found else None
+    try:
+        found = pygit2.discover_repository(str(path))
+        return pygit2.Repository(found) if found else None
+    except pygit2.GitError:
+        return None
 
 
 def import_history(
     store: Store, lib: LibraryConfig, progress: ProgressFn | None = None
 ) -> GitImportReport:
-    """Import the commits of the library's repository that touch the library's folder."""
+    """Import the commits of the library's repository that touch the library's files.
+
+    Raises :class:`UserError` when the library is not in a git work tree or git cannot read
+    it (a repository owned by another user, a damaged or partial clone).
+    """
+    import pygit2
+
+    try:
+        return _import(store, lib, progress)
+    except (pygit2.GitError, KeyError) as exc:
+        raise UserError(
+            f"library {lib.name!r}: git cannot read {lib.path}: {exc}",
+            hint="check the repository with `git status` there (ownership, damage, partial clone)",
+        ) from exc
+
+
+def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> GitImportReport:
     import pygit2
     from pygit2.enums import SortMode
 
     started = time.monotonic()
-    repo = open_repository(lib.path) if lib.path.is_dir() else None
+    if lib.path.is_dir():
+        found = pygit2.discover_repository(str(lib.path))
+        repo = pygit2.Repository(found) if found else None
+    else:
+        repo = None
     if repo is None or repo.workdir is None:
         raise UserError(
             f"library {lib.name!r} ({lib.path}) is not inside a git work tree",
             hint="`git init` it, or skip git-import for this library",
         )
     workdir = Path(repo.workdir).resolve()
-    prefix = lib.path.resolve().relative_to(workdir).as_posix().strip(".")
+    rel = lib.path.resolve().relative_to(workdir).as_posix()
+    prefix = "" if rel == "." else rel
     library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
     report = GitImportReport(lib.name, str(workdir), None)
     if repo.head_is_unborn:
@@ -75,37 +99,46 @@ def import_history(
     head = repo.head.peel(pygit2.Commit)
     report.head = str(head.id)
     state = store.git_state(library_id)
+    if state is not None and state[:2] != (str(workdir), prefix):
+        store.forget_git_history(library_id)  # the library now lives elsewhere
+        state = None
     walker = repo.walk(head.id, SortMode.TOPOLOGICAL | SortMode.TIME)
     if state is not None:
-        old = state[0]
+        old = state[2]
         if old == report.head:
             report.up_to_date = True
             report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
             return report
+        # commits never change: after a branch switch or a rewrite, the commits imported
+        # before are kept and skipped; only those the old HEAD does not reach are walked
         try:
-            walker.hide(pygit2.Oid(hex=old))
-            rewritten = not repo.descendant_of(head.id, pygit2.Oid(hex=old))
+            old_id = pygit2.Oid(hex=old)
+            report.diverged = not repo.descendant_of(head.id, old_id)
+            walker.hide(old_id)
         except (KeyError, ValueError, pygit2.GitError):
-            rewritten = True  # the old HEAD is gone (gc'd after a rewrite)
-        if rewritten:
-            store.forget_git_history(library_id)
-            report.rewritten = True
-            walker = repo.walk(head.id, SortMode.TOPOLOGICAL | SortMode.TIME)
+            report.diverged = True  # the old HEAD is gone (gc'd after a rewrite)
+    wanted = _library_files(lib)
     batch: list[pygit2.Commit] = []
     for commit in walker:
         batch.append(commit)
         if len(batch) >= BATCH_COMMITS:
-            _import_batch(store, lib.name, library_id, batch, prefix, report)
+            _import_batch(store, lib.name, library_id, batch, prefix, wanted, report)
             batch = []
             if progress:
                 progress("git", report.commits, None)
-    _import_batch(store, lib.name, library_id, batch, prefix, report)
+    _import_batch(store, lib.name, library_id, batch, prefix, wanted, report)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    store.mark_git_import(library_id, str(workdir), report.head, report.commits, now)
+    store.mark_git_import(library_id, str(workdir), prefix, report.head, now)
     report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
     store.checkpoint()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _library_files(lib: LibraryConfig) -> Callable[[str], bool]:
+    """Which paths' history matters: the files the library indexes or reads breadcrumbs from."""
+    paths, code = lib.paths, lib.code_paths
+    return lambda rel: paths.wants(rel) or (code is not None and code.wants(rel))
 
 
 def _import_batch(
@@ -114,6 +147,7 @@ def _import_batch(
     library_id: int,
     commits: list[pygit2.Commit],
     prefix: str,
+    wanted: Callable[[str], bool],
     report: GitImportReport,
 ) -> None:
     if not commits:
@@ -128,7 +162,7 @@ def _import_batch(
         if len(commit.parents) > 1:
             report.skipped_merges += 1  # its changes are in the commits it merges
             continue
-        changed = _changed_files(commit, prefix)
+        changed = [(rel, blob) for rel, blob in _changed_files(commit, prefix) if wanted(rel)]
         if not changed:
             continue
         when = dt.datetime.fromtimestamp(commit.commit_time, dt.UTC).isoformat(timespec="seconds")

@@ -26,7 +26,6 @@ from brainmap.store import (
     Graph,
     NodeRecord,
     Store,
-    slug_of,
 )
 
 FROM_FILE = "from_file"
@@ -61,8 +60,18 @@ def person_key(email: str, name: str) -> str:
     return "person:" + (email.strip().lower() or norm_name(name))
 
 
-def slug_key(slug: str) -> str:
-    return "slug:" + slug_of(slug.rsplit(":", 1)[-1])
+def breadcrumb_slug(ref: str) -> str:
+    """What a ``Brain:`` reference names: the file name of an entry, without ``library:``,
+    folders or a markdown extension (``docs:ops/Release-1.2.md`` -> ``release-1.2``)."""
+    name = ref.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+    for ext in (".md", ".markdown"):
+        if name.lower().endswith(ext):
+            name = name[: -len(ext)]
+    return name.lower()
+
+
+def slug_key(ref: str) -> str:
+    return "slug:" + breadcrumb_slug(ref)
 
 
 def blob_id(data: bytes) -> str:
@@ -71,7 +80,8 @@ def blob_id(data: bytes) -> str:
 
 
 def file_node(library: str, rel: str) -> NodeRecord:
-    return NodeRecord(file_key(library, rel), "file", rel, {"library": library, "path": rel})
+    # no props: library and path are in the key (library names have no "/")
+    return NodeRecord(file_key(library, rel), "file", rel)
 
 
 # --- building -------------------------------------------------------------------------------
@@ -92,7 +102,7 @@ def entry_graph(
             EdgeRecord(subject, predicate, obj.key, rel, line, observed_at, source_rev)
         )
 
-    nodes[me] = NodeRecord(me, "entry", parsed.title, {"library": library, "path": rel})
+    nodes[me] = NodeRecord(me, "entry", parsed.title)
     edge(FROM_FILE, file_node(library, rel))
     title = _entity(parsed.title)
     if title is not None:
@@ -127,8 +137,11 @@ def code_graph(
     observed_at: str,
     source_rev: str | None,
 ) -> Graph:
-    """``file -references-> slug`` for each ``Brain: slug`` comment of a code file."""
+    """``file -references-> slug`` for each ``Brain: slug`` comment of a code file (a file
+    without any contributes nothing: a node lives only as long as an edge names it)."""
     graph = Graph()
+    if not crumbs:
+        return graph
     me = file_node(library, rel)
     nodes = {me.key: me}
     for slug, line in crumbs:
@@ -271,7 +284,8 @@ class GraphReader:
         limit: int = 200,
         libraries: Iterable[str] = (),
     ) -> Neighborhood:
-        """Breadth-first walk from a node, ``depth`` edges out, in both directions."""
+        """Breadth-first walk from a node, ``depth`` edges out, in both directions, up to
+        ``limit`` neighbours; only edges between returned nodes are returned."""
         depth = max(1, min(depth, MAX_DEPTH))
         start = self.resolve(ref, libraries)
         start = self.canonical([start])[start]
@@ -284,24 +298,26 @@ class GraphReader:
             for key in frontier:
                 members = self.members(key)
                 aliases[key] = [m for m in members if m != key and m.startswith("entity:")]
-                touching = self.store.edges_touching(members, predicates)
+                # a cap on what one node brings in (a commit may touch 40k files)
+                room = max(limit + 2 - len(seen), 1)
+                touching = self.store.edges_touching(members, predicates, limit=room * 8)
                 ends = [e.object if hit == e.subject else e.subject for hit, e in touching]
                 resolved = self.canonical(sorted(set(ends)))
                 for (hit, edge), other in zip(touching, ends, strict=True):
                     if edge.predicate == ALIAS_OF and resolved[other] == key:
                         continue  # the merge itself, shown as the node's aliases
                     target = resolved[other]
+                    if target not in seen:
+                        if len(seen) > limit:  # the start node does not count
+                            truncated = True
+                            continue
+                        seen[target] = level
+                        following.append(target)
                     ends_ = (key, target) if hit == edge.subject else (target, key)
                     out = _edge(edge, *ends_)
                     edges.setdefault(
                         (out.subject, out.predicate, out.object, out.path, out.line), out
                     )
-                    if target not in seen:
-                        if len(seen) >= limit:
-                            truncated = True
-                            continue
-                        seen[target] = level
-                        following.append(target)
             frontier = following
         info = self.store.nodes(list(seen))
         nodes = [
@@ -347,7 +363,7 @@ class GraphReader:
             assert row is not None
             slug, refs = row["slug"], [f"{row['library']}:{row['path']}"]
         else:
-            slug = slug_of(ref.rsplit(":", 1)[-1])
+            slug = breadcrumb_slug(ref)
             refs = [f"{lib}:{rel}" for _, lib, rel in self.store.entries_with_slug(slug)]
         crumbs = [_crumb(e, refs) for e in self.store.edges_to("slug:" + slug, REFERENCES)]
         if not refs and not crumbs:

@@ -310,7 +310,7 @@ def index_library(
                     found.stat.st_size <= max_bytes
                 ):
                     batch.tick()
-                    _index_code(store, lib, library_id, found, old_code, has_git, report)
+                    _index_code(store, lib, library_id, found, old_code, has_git, full, report)
                 continue
             report.files += 1
             seen.add(found.rel)
@@ -496,6 +496,7 @@ def _index_code(
     found: Found,
     old: EntryState | None,
     has_git: bool,
+    full: bool,
     report: LibraryReport,
 ) -> None:
     """Record a code file and the ``Brain:`` breadcrumbs in it (unreadable files are left)."""
@@ -506,7 +507,7 @@ def _index_code(
     assert found.stat is not None
     now_ns = time.time_ns()
     content_hash = hashlib.sha256(data).hexdigest()
-    if old and old.content_hash == content_hash:
+    if not full and old and old.content_hash == content_hash:
         store.touch_code_file(old.id, found.stat.st_mtime_ns, len(data), now_ns)
         return
     report.code_files += 1

@@ -170,7 +170,10 @@ def _frontmatter_relations(meta: dict[str, Any], lines: list[str], body_start: i
             ),
             1,
         )
-        for target in targets if isinstance(targets, list) else [targets]:
+        # YAML reads `depends_on: [[Redis]]` as a list in a list: flatten one level
+        items = targets if isinstance(targets, list) else [targets]
+        flat = [t for item in items for t in (item if isinstance(item, list) else [item])]
+        for target in flat:
             if isinstance(target, str | int | float):
                 name = " ".join(str(target).strip().removeprefix("[[").removesuffix("]]").split())
                 if name:

@@ -99,6 +99,7 @@ class GitImportInput(_Input):
 class GitImportResult:
     libraries: list[GitImportReport]
     not_git: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # "library: why", when none was named
 
 
 @op("git_import", GitImportInput, GitImportResult, writes=True, methods=("POST",),
@@ -114,10 +115,16 @@ def git_import(
     result = GitImportResult([])
     with reindex_lock(brain.home):
         for lib in brain.cfg.select(inp.libraries):
-            if not inp.libraries and (not lib.path.is_dir() or open_repository(lib.path) is None):
-                result.not_git.append(lib.name)  # only named libraries must be repositories
+            if inp.libraries:  # named libraries must be importable
+                result.libraries.append(import_history(brain.store, lib, progress))
                 continue
-            result.libraries.append(import_history(brain.store, lib, progress))
+            if not lib.path.is_dir() or open_repository(lib.path) is None:
+                result.not_git.append(lib.name)
+                continue
+            try:
+                result.libraries.append(import_history(brain.store, lib, progress))
+            except UserError as exc:  # one unreadable repository does not stop the others
+                result.failed.append(f"{lib.name}: {exc.message}")
     return result
 
 

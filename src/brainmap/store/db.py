@@ -181,6 +181,7 @@ CREATE TABLE git_import(
   library_id INTEGER PRIMARY KEY REFERENCES library(id) ON DELETE CASCADE,
   repo TEXT NOT NULL,
   head TEXT NOT NULL,
+  prefix TEXT NOT NULL,
   commits INTEGER NOT NULL,
   at TEXT NOT NULL
 );
@@ -188,9 +189,9 @@ CREATE TABLE git_import(
 ALTER TABLE entry ADD COLUMN slug TEXT NOT NULL DEFAULT '';
 ALTER TABLE entry ADD COLUMN blob TEXT;
 CREATE INDEX entry_slug ON entry(slug);
--- existing entries get their slug now, and their graph at the next reindex (mtime 0 makes it
--- re-read them; their chunks and vectors are kept because their text hashes are unchanged)
-UPDATE entry SET slug = brainmap_slug(path), mtime_ns = 0;
+-- existing entries get their slug now, and their graph at the next reindex (mtime 0 and no
+-- content hash make it re-parse them; chunks and vectors stay: their text hashes are unchanged)
+UPDATE entry SET slug = brainmap_slug(path), mtime_ns = 0, content_hash = '';
 """
 
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with

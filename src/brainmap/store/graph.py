@@ -62,10 +62,11 @@ class GraphStore:
         c = self.conn
         if replace and owner is not None:
             c.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
-        # the smallest label wins, so that a rebuild in any order gives the same labels
+        # the smallest label (with its props) wins, so that the order of writes does not matter
         c.executemany(
             "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
-            "DO UPDATE SET label = min(label, excluded.label) WHERE excluded.label < label",
+            "DO UPDATE SET label = excluded.label, props = excluded.props "
+            "WHERE excluded.label < label",
             [
                 (n.key, n.kind, n.label, json.dumps(n.props, ensure_ascii=False))
                 for n in graph.nodes
@@ -76,7 +77,7 @@ class GraphStore:
             "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [
                 (e.subject, e.predicate, e.object, library_id, owner, e.source_uri, e.line,
-                 e.observed_at, e.source_rev, json.dumps(e.props, ensure_ascii=False))
+                 e.observed_at, e.source_rev, _json(e.props))
                 for e in graph.edges
             ],
         )  # fmt: skip
@@ -118,12 +119,12 @@ class GraphStore:
 
     # git history
 
-    def git_state(self, library_id: int) -> tuple[str, int] | None:
-        """(last imported HEAD, commits imported) of a library, or None before any import."""
+    def git_state(self, library_id: int) -> tuple[str, str, str] | None:
+        """(repository, folder prefix, last imported HEAD) of a library, or None."""
         rows = self._rows(
-            "SELECT head, commits FROM git_import WHERE library_id = ?", (library_id,)
+            "SELECT repo, prefix, head FROM git_import WHERE library_id = ?", (library_id,)
         )
-        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+        return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2])) if rows else None
 
     def put_git_history(self, library_id: int, graph: Graph) -> None:
         """Add a batch of imported commits (one transaction)."""
@@ -143,19 +144,21 @@ class GraphStore:
         return out
 
     def mark_git_import(
-        self, library_id: int, repo: str, head: str, commits: int, when: str
+        self, library_id: int, repo: str, prefix: str, head: str, when: str
     ) -> None:
-        """Remember the HEAD imported last: the next import starts from there."""
+        """Remember the HEAD imported last (the next import starts there) and the folder."""
         with self.write():
             self.conn.execute(
-                "INSERT INTO git_import(library_id, repo, head, commits, at) VALUES (?,?,?,?,?) "
-                "ON CONFLICT(library_id) DO UPDATE SET repo = excluded.repo, head = excluded.head, "
-                "commits = git_import.commits + excluded.commits, at = excluded.at",
-                (library_id, repo, head, commits, when),
+                "INSERT INTO git_import(library_id, repo, prefix, head, commits, at) "
+                "VALUES (?1, ?2, ?3, ?4, (SELECT count(*) FROM edge WHERE library_id = ?1 "
+                "AND predicate = ?6), ?5) ON CONFLICT(library_id) DO UPDATE SET "
+                "repo = excluded.repo, prefix = excluded.prefix, head = excluded.head, "
+                "commits = excluded.commits, at = excluded.at",
+                (library_id, repo, prefix, head, when, AUTHORED_BY),
             )
 
     def forget_git_history(self, library_id: int) -> None:
-        """Drop a library's imported history (its repository was rewritten)."""
+        """Drop a library's imported history (the library moved to another folder or repo)."""
         with self.write():
             self.conn.execute(
                 "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL",
@@ -189,6 +192,13 @@ class GraphStore:
                     (library, HAS_VERSION, library_id),
                 )
                 changed += self.conn.changes()
+            for table, column in (("entry", "entry_id"), ("code_file", "code_id")):
+                self.conn.execute(
+                    f"UPDATE edge SET source_rev = t.source_rev FROM {table} t "
+                    f"WHERE edge.{column} = t.id AND t.library_id = ? "
+                    "AND edge.source_rev IS NOT t.source_rev",
+                    (library_id,),
+                )
         return changed
 
     def file_versions(self, file_key: str, limit: int) -> list[EdgeRow]:
@@ -219,9 +229,10 @@ class GraphStore:
     # reading
 
     def edges_touching(
-        self, keys: Sequence[str], predicates: Sequence[str] | None = None
+        self, keys: Sequence[str], predicates: Sequence[str] | None = None, limit: int = 10_000
     ) -> list[tuple[str, EdgeRow]]:
-        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs."""
+        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs; at
+        most ``limit`` of each direction per 200 keys."""
         out: list[tuple[str, EdgeRow]] = []
         pred_sql, pred_params = "", list[Any]()
         if predicates:
@@ -231,8 +242,8 @@ class GraphStore:
             for column in ("subject", "object"):
                 rows = self._rows(
                     EDGE_SELECT + f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} "
-                    "ORDER BY g.id",
-                    [*part, *pred_params],
+                    "ORDER BY g.id LIMIT ?",
+                    [*part, *pred_params, limit],
                 )
                 for r in rows:
                     edge = edge_row(r)
@@ -364,3 +375,7 @@ class GraphStore:
                 "JOIN library l ON l.id = c.library_id ORDER BY c.id"
             ),
         }
+
+
+def _json(props: dict[str, Any]) -> str:
+    return json.dumps(props, ensure_ascii=False) if props else "{}"  # most have none
