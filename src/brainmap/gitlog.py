@@ -9,7 +9,9 @@ and the HEAD mark moves only once everything up to it is in.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,15 +120,16 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
         except (KeyError, ValueError, pygit2.GitError):
             report.diverged = True  # the old HEAD is gone (gc'd after a rewrite)
     wanted = _library_files(lib)
+    differ = _TreeDiff(repo)
     batch: list[pygit2.Commit] = []
     for commit in walker:
         batch.append(commit)
         if len(batch) >= BATCH_COMMITS:
-            _import_batch(store, lib.name, library_id, batch, prefix, wanted, report)
+            _import_batch(store, lib.name, library_id, batch, prefix, wanted, differ, report)
             batch = []
             if progress:
                 progress("git", report.commits, None)
-    _import_batch(store, lib.name, library_id, batch, prefix, wanted, report)
+    _import_batch(store, lib.name, library_id, batch, prefix, wanted, differ, report)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     store.mark_git_import(library_id, str(workdir), prefix, report.head, now)
     report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
@@ -148,6 +151,7 @@ def _import_batch(
     commits: list[pygit2.Commit],
     prefix: str,
     wanted: Callable[[str], bool],
+    differ: _TreeDiff,
     report: GitImportReport,
 ) -> None:
     if not commits:
@@ -162,7 +166,9 @@ def _import_batch(
         if len(commit.parents) > 1:
             report.skipped_merges += 1  # its changes are in the commits it merges
             continue
-        changed = [(rel, blob) for rel, blob in _changed_files(commit, prefix) if wanted(rel)]
+        changed = [
+            (rel, blob) for rel, blob in _changed_files(differ, commit, prefix) if wanted(rel)
+        ]
         if not changed:
             continue
         when = dt.datetime.fromtimestamp(commit.commit_time, dt.UTC).isoformat(timespec="seconds")
@@ -193,35 +199,79 @@ def _import_batch(
     store.put_git_history(library_id, graph)
 
 
-def _changed_files(commit: pygit2.Commit, prefix: str) -> list[tuple[str, str]]:
+class _TreeDiff:
+    """The files that differ between two trees, read from the trees' raw entries.
+
+    libgit2's tree diff takes about 27 ms per commit on folders of 2,500 files (the tldr
+    pages); comparing the sets of raw entries takes about 3 ms. Parsed trees are kept for a
+    while: walking newest first, each tree is the old side of the commit before.
+    """
+
+    _ENTRY = re.compile(rb"[^\0]+\0.{20}", re.DOTALL)  # "<mode> <name>\0<20-byte id>"
+    _KEEP = 64
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self._cache: OrderedDict[pygit2.Oid, frozenset[bytes]] = OrderedDict()
+
+    def _entries(self, oid: pygit2.Oid) -> frozenset[bytes]:
+        found = self._cache.get(oid)
+        if found is None:
+            found = frozenset(self._ENTRY.findall(self.repo.odb.read(oid)[1]))
+            self._cache[oid] = found
+            if len(self._cache) > self._KEEP:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(oid)
+        return found
+
+    def changed(
+        self, old: pygit2.Oid | None, new: pygit2.Oid, prefix: str = ""
+    ) -> list[tuple[str, str]]:
+        """(path, blob id) of files added or modified from tree ``old`` to tree ``new``."""
+        import pygit2
+
+        if old == new:
+            return []
+        after = self._entries(new)
+        before = self._entries(old) if old is not None else frozenset()
+        out: list[tuple[str, str]] = []
+        replaced: dict[bytes, bytes] | None = None
+        for entry in after - before:
+            cut = entry.index(b"\0")  # the id may hold NUL bytes; the name cannot
+            head, oid = entry[:cut], entry[cut + 1 :]
+            mode, _, raw_name = head.partition(b" ")
+            name = prefix + raw_name.decode("utf-8", "replace")
+            if mode == b"40000":  # a folder: descend, against its old version if any
+                if replaced is None:
+                    replaced = {
+                        e[: e.index(b"\0")]: e[e.index(b"\0") + 1 :] for e in before - after
+                    }
+                previous = replaced.get(head)
+                old_tree = pygit2.Oid(raw=previous) if previous else None
+                out += self.changed(old_tree, pygit2.Oid(raw=oid), name + "/")
+            elif mode != b"160000":  # not a submodule
+                out.append((name, oid.hex()))
+        return out
+
+
+def _changed_files(differ: _TreeDiff, commit: pygit2.Commit, prefix: str) -> list[tuple[str, str]]:
     """(library-relative path, blob id) of the files a commit added or modified under
     ``prefix``; deletions are not versions."""
-    from pygit2.enums import DeltaStatus
-
     tree = _subtree(commit.tree, prefix)
     if tree is None:
         return []
-    if commit.parents:
-        before = _subtree(commit.parents[0].tree, prefix)
-        if before is not None and before.id == tree.id:
-            return []  # nothing changed inside the library folder
-        diff = before.diff_to_tree(tree) if before is not None else tree.diff_to_tree(swap=True)
-    else:
-        diff = tree.diff_to_tree(swap=True)
-    return [
-        (d.new_file.path, str(d.new_file.id))
-        for d in diff.deltas
-        if d.status != DeltaStatus.DELETED
-    ]
+    before = _subtree(commit.parents[0].tree, prefix) if commit.parents else None
+    return differ.changed(before, tree)
 
 
-def _subtree(tree: pygit2.Tree, prefix: str) -> pygit2.Tree | None:
+def _subtree(tree: pygit2.Tree, prefix: str) -> pygit2.Oid | None:
     import pygit2
 
     if not prefix:
-        return tree
+        return tree.id
     try:
         sub = tree[prefix]
     except KeyError:
         return None
-    return sub if isinstance(sub, pygit2.Tree) else None
+    return sub.id if isinstance(sub, pygit2.Tree) else None

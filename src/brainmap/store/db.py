@@ -27,7 +27,7 @@ PRAGMAS = {
     "foreign_keys": 1,
     "synchronous": 1,  # NORMAL: durable at checkpoints, safe in WAL mode
 }
-_TUNING = {"temp_store": "memory", "mmap_size": 256 * 1024 * 1024}
+_TUNING = {"temp_store": "memory", "mmap_size": 256 * 1024 * 1024, "cache_size": -65536}
 
 _SCHEMA_V1 = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -164,9 +164,11 @@ CREATE TABLE edge(
 );
 CREATE INDEX edge_subject ON edge(subject, predicate);
 CREATE INDEX edge_object ON edge(object, predicate);
-CREATE INDEX edge_entry ON edge(entry_id);
-CREATE INDEX edge_code ON edge(code_id);
-CREATE INDEX edge_library ON edge(library_id, predicate);
+-- partial indexes: each edge updates only the one for its owner (an edge costs three index
+-- writes, not five); deleting a library scans its edges once, which is rare
+CREATE INDEX edge_entry ON edge(entry_id) WHERE entry_id IS NOT NULL;
+CREATE INDEX edge_code ON edge(code_id) WHERE code_id IS NOT NULL;
+CREATE INDEX edge_git ON edge(library_id, predicate) WHERE entry_id IS NULL AND code_id IS NULL;
 
 CREATE TRIGGER edge_ad AFTER DELETE ON edge BEGIN
   DELETE FROM node WHERE key = old.subject

@@ -36,6 +36,8 @@ class GraphStore:
 
     conn: apsw.Connection
     _lock: threading.RLock
+    # graph rows waiting for the end of the transaction: (owner column, owner, library, rows)
+    _pending: list[tuple[str, str | None, int, Graph]]
 
     def write(self) -> AbstractContextManager[None]:
         raise NotImplementedError
@@ -57,30 +59,41 @@ class GraphStore:
         *,
         replace: bool,
     ) -> None:
-        """Write a source's nodes and edges (inside the caller's transaction); with ``replace``
-        its earlier edges go first, so nodes no longer mentioned are collected."""
-        c = self.conn
+        """Write a source's nodes and edges in the caller's transaction; with ``replace`` its
+        earlier edges go first, so nodes no longer mentioned are collected.
+
+        The rows are inserted when the transaction commits, all sources at once: one
+        ``executemany`` per batch of files instead of two per file.
+        """
         if replace and owner is not None:
-            c.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
+            self._pending = [p for p in self._pending if p[1] != owner]
+            self.conn.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
+        self._pending.append((owner_column, owner, library_id, graph))
+
+    def _flush_graph(self) -> None:
+        """Insert the pending graph rows (called by the store just before COMMIT)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
         # the smallest label (with its props) wins, so that the order of writes does not matter
-        c.executemany(
+        self.conn.executemany(
             "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
             "DO UPDATE SET label = excluded.label, props = excluded.props "
             "WHERE excluded.label < label",
-            [
-                (n.key, n.kind, n.label, json.dumps(n.props, ensure_ascii=False))
-                for n in graph.nodes
-            ],
+            [(n.key, n.kind, n.label, _json(n.props)) for *_, g in pending for n in g.nodes],
         )
-        c.executemany(
-            f"INSERT INTO edge(subject, predicate, object, library_id, {owner_column}, "
-            "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [
-                (e.subject, e.predicate, e.object, library_id, owner, e.source_uri, e.line,
-                 e.observed_at, e.source_rev, _json(e.props))
-                for e in graph.edges
-            ],
-        )  # fmt: skip
+        for column in ("entry_id", "code_id"):
+            self.conn.executemany(
+                f"INSERT INTO edge(subject, predicate, object, library_id, {column}, "
+                "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (e.subject, e.predicate, e.object, library_id, owner, e.source_uri, e.line,
+                     e.observed_at, e.source_rev, _json(e.props))
+                    for owner_column, owner, library_id, graph in pending
+                    if owner_column == column
+                    for e in graph.edges
+                ],
+            )  # fmt: skip
 
     def code_states(self, library_id: int) -> dict[str, EntryState]:
         rows = self._rows(
@@ -136,8 +149,8 @@ class GraphStore:
         out: set[str] = set()
         for part in batched(list(keys)):
             rows = self._rows(
-                f"SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
-                f"AND subject IN ({marks(len(part))})",
+                "SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
+                f"AND entry_id IS NULL AND code_id IS NULL AND subject IN ({marks(len(part))})",
                 [library_id, AUTHORED_BY, *part],
             )
             out.update(str(r[0]) for r in rows)
@@ -151,7 +164,8 @@ class GraphStore:
             self.conn.execute(
                 "INSERT INTO git_import(library_id, repo, prefix, head, commits, at) "
                 "VALUES (?1, ?2, ?3, ?4, (SELECT count(*) FROM edge WHERE library_id = ?1 "
-                "AND predicate = ?6), ?5) ON CONFLICT(library_id) DO UPDATE SET "
+                "AND predicate = ?6 AND entry_id IS NULL AND code_id IS NULL), ?5) "
+                "ON CONFLICT(library_id) DO UPDATE SET "
                 "repo = excluded.repo, prefix = excluded.prefix, head = excluded.head, "
                 "commits = excluded.commits, at = excluded.at",
                 (library_id, repo, prefix, head, when, AUTHORED_BY),
@@ -161,8 +175,9 @@ class GraphStore:
         """Drop a library's imported history (the library moved to another folder or repo)."""
         with self.write():
             self.conn.execute(
-                "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL",
-                (library_id,),
+                "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL "
+                "AND predicate IN (?, ?)",
+                (library_id, HAS_VERSION, AUTHORED_BY),
             )
             self.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
 

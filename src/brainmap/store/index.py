@@ -35,6 +35,7 @@ class Store(GraphStore):
         self.conn = connect(self.path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._pending = []
         try:
             migrate(self.conn)
         except BaseException:
@@ -65,8 +66,10 @@ class Store(GraphStore):
             try:
                 with immediate(self.conn):
                     yield
+                    self._flush_graph()
             finally:
                 self._depth = 0
+                self._pending = []
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -188,7 +191,8 @@ class Store(GraphStore):
                 )
             new_ids = {ch.id for ch in chunks}
             gone = [(cid,) for cid in old if cid not in new_ids]
-            c.executemany("DELETE FROM chunk WHERE id = ?", gone)
+            if gone:
+                c.executemany("DELETE FROM chunk WHERE id = ?", gone)
             for ch in chunks:
                 if old.get(ch.id) == ch.embed_hash:
                     # same text: the vector stays; only the position (and, when asked, the

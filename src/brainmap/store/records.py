@@ -71,7 +71,7 @@ class CodeFileRecord:
     source_rev: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a rebuild creates a few per file, frozen ones cost more
 class NodeRecord:
     key: str
     kind: str
@@ -79,7 +79,7 @@ class NodeRecord:
     props: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class EdgeRecord:
     """A triplet with its provenance; the owner (entry, code file, library) is set on write."""
 
