@@ -208,10 +208,13 @@ def _make_library(root: Path, count: int, seed: int) -> None:
             f"## Part {j}\n\n" + " ".join(rng.choice(words) for _ in range(rng.randint(5, 30)))
             for j in range(rng.randint(1, 3))
         )
+        links = f"See [[Topic {i % 4}]].\n\n- depends_on [[Note {(i + 1) % count}]]\n"
         write(
             root / f"f{i % 7}" / f"note-{i}.md",
-            f"---\ntags: [t{i % 5}]\n---\n# Note {i}\n\n{body}\n",
+            f"---\ntags: [t{i % 5}]\n---\n# Note {i}\n\n{body}\n\n{links}",
         )
+        if i % 10 == 0:  # code that names notes: breadcrumb edges are graph rows too
+            write(root / "src" / f"m{i}.py", f"x = {i}  # Brain: note-{i}\n")
 
 
 def _drop_index(home: Path) -> None:
