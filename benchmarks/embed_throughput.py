@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import unpack
 from brainmap import ops
-from brainmap.indexer import embed_pending, embed_text
+from brainmap.embedding import embed_pending, embed_text
 from brainmap.store import VectorCache
 
 

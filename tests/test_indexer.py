@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from brainmap import ops
-from brainmap.indexer import CRASH_ENV, ReindexReport
+from brainmap.embedding import CRASH_ENV
+from brainmap.indexer import ReindexReport
 from brainmap.store import Store
 from conftest import EXAMPLE, run_cli, write
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brainmap import config
-from brainmap.indexer import ChangeFilter
+from brainmap.watcher import ChangeFilter
 from conftest import run_cli, write
 
 

@@ -314,7 +314,7 @@ def watch(libraries: tuple[str, ...]) -> None:
     Example:
       brainmap watch docs
     """
-    from brainmap.indexer import watch as watch_libraries
+    from brainmap.watcher import watch as watch_libraries
 
     brain = _brain()
     names = [lib.name for lib in brain.cfg.select(list(libraries))]
@@ -634,7 +634,9 @@ def ingest(
     envvar="BRAINMAP_TOKEN",
     help="Bearer token required on every request ($BRAINMAP_TOKEN).",
 )
-@click.option("--read-only", is_flag=True, help="Disable save, ingest and reindex.")
+@click.option(
+    "--read-only", is_flag=True, help="Disable save, ingest, reindex, git-import and verify."
+)
 @click.option("--allow-host", multiple=True, help="Extra Host name clients may use (repeatable).")
 @click.option(
     "--max-body-mb",
@@ -670,7 +672,9 @@ def serve(
 
 
 @cli.command("mcp")
-@click.option("--read-only", is_flag=True, help="Do not offer save, ingest and reindex.")
+@click.option(
+    "--read-only", is_flag=True, help="Do not offer save, ingest, reindex, git-import and verify."
+)
 def mcp_cmd(read_only: bool) -> None:
     """Serve the tools over MCP on stdin/stdout (for Claude Code and other MCP clients).
 
@@ -681,134 +685,6 @@ def mcp_cmd(read_only: bool) -> None:
     from brainmap.mcp_server import run_stdio
 
     run_stdio(_brain(), read_only=read_only)
-
-
-# --- health ---------------------------------------------------------------------------------
-
-
-@cli.command()
-@json_option
-def stats(json_out: bool) -> None:
-    """Counts: libraries, entries, chunks, vectors, pending embeddings, sizes, model."""
-    from brainmap import ops
-
-    r = ops.stats(_brain(), ops.NoInput())
-    if json_out:
-        return _print_json(r)
-    rows = [
-        ("home", r.home),
-        ("libraries", str(len(r.libraries))),
-        *((f"  {lib.name}", f"{lib.entries} entries, {lib.chunks} chunks") for lib in r.libraries),
-        ("entries", str(r.entries)),
-        ("chunks", str(r.chunks)),
-        ("vectors", f"{r.vectors} ({r.pending_embeddings} pending)"),
-        ("skipped files", str(r.skipped_files)),
-        ("graph", f"{r.graph_nodes} nodes, {r.graph_edges} edges, {r.commits} commits"),
-        ("code files", str(r.code_files)),
-        ("model", r.model),
-        ("vector search", r.vector_search),
-        ("brain.db", f"{r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
-        ("vector cache", f"{r.cache_vectors} vectors, {r.cache_bytes / 1e6:.1f} MB"),
-    ]
-    for key, value in rows:
-        click.echo(f"{key:<16}{value}")
-
-
-@cli.command()
-@json_option
-def doctor(json_out: bool) -> None:
-    """Check the model, schema, integrity, vectors and files on disk; print each fix.
-
-    Exits with status 1 when a check fails.
-    """
-    from brainmap import ops
-
-    report = ops.doctor(_brain(), ops.NoInput())
-    if json_out:
-        _print_json(report)
-    else:
-        for check in report.checks:
-            click.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
-            for item in check.items[:50]:
-                click.echo(f"       {item}")
-            if check.fix:
-                click.echo(f"       fix: {check.fix}")
-    if not report.ok:
-        sys.exit(1)
-
-
-@cli.command()
-@json_option
-def gc(json_out: bool) -> None:
-    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum."""
-    from brainmap import ops
-
-    r = ops.gc(_brain(), ops.NoInput())
-    if json_out:
-        return _print_json(r)
-    click.echo(
-        f"removed {len(r.libraries_removed)} libraries, {r.orphan_rows} orphan rows, "
-        f"{r.old_model_vectors} old-model vectors, {r.cache_entries_removed} cache entries"
-    )
-    if r.cache_kept_because:
-        click.echo(f"vector cache kept whole: {r.cache_kept_because}")
-    click.echo(f"size {r.bytes_before / 1e6:.1f} MB -> {r.bytes_after / 1e6:.1f} MB")
-
-
-@cli.command("eval")
-@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--mode",
-    "-m",
-    multiple=True,
-    type=click.Choice(["hybrid", "bm25", "vector"]),
-    help="Only these modes (repeatable).",
-)
-@click.option(
-    "--compare",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="An earlier `eval --json` output: exit 1 if a metric fell.",
-)
-@click.option(
-    "--tolerance",
-    type=float,
-    default=0.02,
-    show_default=True,
-    help="Allowed fall of a metric with --compare.",
-)
-@json_option
-def eval_cmd(golden: Path, mode: tuple[str, ...], compare: Path | None, tolerance: float, json_out: bool) -> None:  # fmt: skip
-    """Measure retrieval quality on GOLDEN: recall@5, recall@10, MRR, nDCG@10 per mode.
-
-    \b
-    Example:
-      brainmap eval tests/golden.yaml --json > base.json
-      brainmap eval tests/golden.yaml --compare base.json
-    """
-    from brainmap import ops
-
-    inp = _validate(
-        ops.EvalInput, golden=str(golden), modes=list(mode) or None,
-        compare=str(compare) if compare else None, tolerance=tolerance,
-    )  # fmt: skip
-    report = ops.eval_(_brain(), inp)
-    if json_out:
-        _print_json(report)
-    else:
-        from rich.table import Table
-
-        table = Table(
-            "mode", "recall@5", "recall@10", "MRR", "nDCG@10", title=f"{report.queries} queries"
-        )
-        for name, m in report.modes.items():
-            table.add_row(
-                name, *(f"{m[k]:.3f}" for k in ("recall@5", "recall@10", "mrr", "ndcg@10"))
-            )
-        _console().print(table)
-        for line in report.regressions:
-            click.echo(f"regression: {line}", err=True)
-    if report.regressions:
-        sys.exit(1)
 
 
 def main() -> None:
@@ -822,5 +698,5 @@ def main() -> None:
             _state.brain.close()
 
 
-# the graph commands live in their own module; importing it registers them on `cli`
-from brainmap import cli_graph  # noqa: E402, F401
+# more commands live in their own modules; importing them registers them on `cli`
+from brainmap import cli_graph, cli_health  # noqa: E402, F401

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brainmap.config import LibraryConfig
+from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.graph import commit_key, file_node, person_key
 from brainmap.store import AUTHORED_BY, HAS_VERSION, EdgeRecord, Graph, NodeRecord, Store
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
 BATCH_COMMITS = 500
 MAX_MESSAGE = 2000
-
-ProgressFn = Callable[[str, int, int | None], None]
 
 
 @dataclass

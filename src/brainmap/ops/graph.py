@@ -10,8 +10,9 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import audit as audit_mod
+from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.gitlog import GitImportReport, ProgressFn, import_history
+from brainmap.gitlog import GitImportReport, import_history
 from brainmap.graph import MAX_DEPTH, Breadcrumb, GraphReader, Neighborhood
 from brainmap.indexer import reindex_lock
 from brainmap.notes import SaveResult

@@ -14,8 +14,9 @@ from brainmap.config import (
     LibraryConfig,
     check_library_name,
 )
+from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.indexer import ProgressFn, ReindexReport, reindex_lock
+from brainmap.indexer import ReindexReport, reindex_lock
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, _Input, op
 

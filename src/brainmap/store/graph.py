@@ -19,7 +19,6 @@ from brainmap.store.records import (
     EDGE_SELECT,
     CodeFileRecord,
     EdgeRow,
-    EntryState,
     Graph,
     edge_row,
 )
@@ -95,14 +94,6 @@ class GraphStore:
                 ],
             )  # fmt: skip
 
-    def code_states(self, library_id: int) -> dict[str, EntryState]:
-        rows = self._rows(
-            "SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM code_file "
-            "WHERE library_id = ?",
-            (library_id,),
-        )
-        return {r[0]: EntryState(*r[1:]) for r in rows}
-
     def put_code_file(self, record: CodeFileRecord, graph: Graph, *, new: bool = False) -> None:
         """Insert or replace a code file and its breadcrumb edges."""
         with self.write():
@@ -118,13 +109,6 @@ class GraphStore:
                  record.source_rev),
             )  # fmt: skip
             self._put_graph("code_id", record.id, record.library_id, graph, replace=not new)
-
-    def touch_code_file(self, code_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
-        with self.write():
-            self.conn.execute(
-                "UPDATE code_file SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
-                (mtime_ns, size, indexed_ns, code_id),
-            )
 
     def delete_code_files(self, ids: Sequence[str]) -> None:
         with self.write():

@@ -120,8 +120,14 @@ class Store(GraphStore):
     # entries
 
     def entry_states(self, library_id: int) -> dict[str, EntryState]:
+        return self._file_states("entry", library_id)
+
+    def code_states(self, library_id: int) -> dict[str, EntryState]:
+        return self._file_states("code_file", library_id)
+
+    def _file_states(self, table: str, library_id: int) -> dict[str, EntryState]:
         rows = self._rows(
-            "SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM entry "
+            f"SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM {table} "
             "WHERE library_id = ?",
             (library_id,),
         )
@@ -129,10 +135,16 @@ class Store(GraphStore):
 
     def touch_entry(self, entry_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
         """Record a new stat for an entry whose content did not change."""
+        self._touch("entry", entry_id, mtime_ns, size, indexed_ns)
+
+    def touch_code_file(self, code_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
+        self._touch("code_file", code_id, mtime_ns, size, indexed_ns)
+
+    def _touch(self, table: str, row_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
         with self.write():
             self.conn.execute(
-                "UPDATE entry SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
-                (mtime_ns, size, indexed_ns, entry_id),
+                f"UPDATE {table} SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
+                (mtime_ns, size, indexed_ns, row_id),
             )
 
     def put_entry(

@@ -1,0 +1,79 @@
+"""``brainmap watch``: re-index libraries when their files change."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from brainmap.config import Config, LibraryConfig
+from brainmap.indexer import ReindexReport, reindex
+from brainmap.safefile import TEMP_PREFIX
+from brainmap.store import Store
+
+
+class ChangeFilter:
+    """Which library (if any) a file-system change concerns: a file the library indexes, a
+    folder (its files may have been created before the watcher saw the folder), or a deleted
+    path without a suffix (a folder gone with its files). Temp files and excluded folders
+    never count, nor do other files (editor swap files, ``.txt``)."""
+
+    def __init__(self, libs: list[LibraryConfig]) -> None:
+        self.roots = [(lib.path.resolve(), lib.paths, lib.name) for lib in libs]
+        self._code = {lib.name: lib.code_paths for lib in libs}
+
+    def library(self, deleted: bool, path: str) -> str | None:
+        target = Path(path)
+        if target.name.startswith(TEMP_PREFIX):
+            return None
+        for root, paths, name in self.roots:
+            if not target.is_relative_to(root) or target == root:
+                continue
+            rel = target.relative_to(root).as_posix()
+            if paths.inside_pruned(rel):
+                return None
+            code = self._code[name]
+            if paths.wants(rel) or (code is not None and code.wants(rel)):
+                return name
+            if target.is_dir() or (deleted and not target.suffix):
+                return name
+            return None
+        return None
+
+
+def watch(
+    cfg: Config,
+    store: Store,
+    names: list[str] | None,
+    on_report: Callable[[ReindexReport], None],
+    *,
+    stop: threading.Event | None = None,
+    debounce_ms: int = 400,
+) -> None:
+    """Index now, then again whenever files of the libraries change, until ``stop`` is set."""
+    from watchfiles import Change
+    from watchfiles import watch as watch_changes
+
+    libs = cfg.select(names)
+    changes_of = ChangeFilter(libs)
+
+    def library_of(change: Change, path: str) -> str | None:
+        return changes_of.library(change == Change.deleted, path)
+
+    started = False
+    for changes in watch_changes(
+        *(root for root, _, _ in changes_of.roots),
+        watch_filter=lambda change, path: library_of(change, path) is not None,
+        debounce=debounce_ms,
+        stop_event=stop,
+        yield_on_timeout=True,  # the first (empty) yield means the watcher is running
+        rust_timeout=1000,
+    ):
+        if not started:
+            # index only once the watcher runs, so that no change made meanwhile is missed
+            started = True
+            on_report(reindex(cfg, store, [lib.name for lib in libs]))
+            continue
+        touched = sorted({name for change, path in changes if (name := library_of(change, path))})
+        if touched:
+            on_report(reindex(cfg, store, touched))
