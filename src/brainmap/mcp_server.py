@@ -65,6 +65,9 @@ def instructions(brain: Brain) -> str:
         "work someone already wrote down; open a promising hit in full with `get`. Record "
         "what a future session will need with `save` (it refuses near-duplicates and tells "
         "you which entry to merge into); keep raw source text with `ingest`.",
+        "Before editing a code file, `refs` lists the entries its `Brain: slug` comments point "
+        "to; `backlinks` shows which code depends on an entry, `neighbors` walks the graph, "
+        "and `search` with hop=3 tells who changed a hit's file and when.",
         "Libraries:",
     ]
     lines += [
