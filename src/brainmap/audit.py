@@ -37,25 +37,27 @@ class AuditReport:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _head_check(path: Path) -> Callable[[str], bool]:
-    """``reaches(sha)``: whether HEAD of the library's repository has that commit in its
-    history (always true when the repository cannot be read)."""
+def _head_check(path: Path) -> Callable[[str, str], bool]:
+    """``newer(sha, indexed)``: whether commit ``sha`` comes after the indexed commit on the
+    history of HEAD (it descends from it, and HEAD has it). A version on another branch, or
+    one that a merge replaced, is not newer. True when the repository cannot be read."""
     from brainmap.gitlog import open_repository
 
     repo = open_repository(path)
     if repo is None or repo.head_is_unborn:
-        return lambda sha: True
+        return lambda sha, indexed: True
 
-    def reaches(sha: str) -> bool:
+    def newer(sha: str, indexed: str) -> bool:
         import pygit2
 
         try:
-            oid = pygit2.Oid(hex=sha)
-            return bool(repo.head.target == oid or repo.descendant_of(repo.head.target, oid))
+            new, old, head = pygit2.Oid(hex=sha), pygit2.Oid(hex=indexed), repo.head.target
+            on_head = head == new or repo.descendant_of(head, new)
+            return bool(on_head and repo.descendant_of(new, old))
         except (ValueError, KeyError, pygit2.GitError):
             return True
 
-    return reaches
+    return newer
 
 
 def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) -> AuditReport:
@@ -92,8 +94,8 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
         # than any commit, and checking out the newer version would throw it away
         if new_blob == blob or (library, rel) in on_disk or not rev or rev.startswith("mtime:"):
             continue
-        if rev == sha or not heads[library](sha):
-            continue  # a commit of another branch is not newer history of this checkout
+        if rev == sha or not heads[library](sha, rev):
+            continue  # another branch's version, or one a merge replaced, is not newer
         report.items.append(
             AuditItem(
                 "changed_in_git", library, rel, eid,

@@ -9,6 +9,8 @@ and the HEAD mark moves only once everything up to it is in.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 import time
 from collections import OrderedDict
@@ -100,12 +102,14 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
     head = repo.head.peel(pygit2.Commit)
     report.head = str(head.id)
     state = store.git_state(library_id)
-    if state is not None and state[:2] != (str(workdir), prefix):
-        store.forget_git_history(library_id)  # the library now lives elsewhere
+    source = (str(workdir), prefix, _filters_id(lib))
+    if state is not None and state[0] != source:
+        # the library moved, or its globs changed which files have a history: start over
+        store.forget_git_history(library_id)
         state = None
     walker = repo.walk(head.id, SortMode.TOPOLOGICAL | SortMode.TIME)
     if state is not None:
-        old = state[2]
+        old = state[1]
         if old == report.head:
             report.up_to_date = True
             report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
@@ -130,11 +134,17 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
                 progress("git", report.commits, None)
     _import_batch(store, lib.name, library_id, batch, prefix, wanted, differ, report)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    store.mark_git_import(library_id, str(workdir), prefix, report.head, now)
+    store.mark_git_import(library_id, source, report.head, now)
     report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
     store.checkpoint()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _filters_id(lib: LibraryConfig) -> str:
+    """A fingerprint of the globs that pick the files whose history is imported."""
+    globs = json.dumps([lib.include, lib.exclude, lib.code])
+    return hashlib.sha1(globs.encode(), usedforsecurity=False).hexdigest()
 
 
 def _library_files(lib: LibraryConfig) -> Callable[[str], bool]:
@@ -239,9 +249,10 @@ class _TreeDiff:
         for entry in after - before:
             cut = entry.index(b"\0")  # the id may hold NUL bytes; the name cannot
             head, oid = entry[:cut], entry[cut + 1 :]
-            mode, _, raw_name = head.partition(b" ")
+            mode_text, _, raw_name = head.partition(b" ")
+            kind = int(mode_text, 8) & 0o170000  # old tools wrote folders as "040000"
             name = prefix + raw_name.decode("utf-8", "replace")
-            if mode == b"40000":  # a folder: descend, against its old version if any
+            if kind == 0o040000:  # a folder: descend, against its old version if any
                 if replaced is None:
                     replaced = {
                         e[: e.index(b"\0")]: e[e.index(b"\0") + 1 :] for e in before - after
@@ -249,7 +260,7 @@ class _TreeDiff:
                 previous = replaced.get(head)
                 old_tree = pygit2.Oid(raw=previous) if previous else None
                 out += self.changed(old_tree, pygit2.Oid(raw=oid), name + "/")
-            elif mode != b"160000":  # not a submodule
+            elif kind != 0o160000:  # not a submodule
                 out.append((name, oid.hex()))
         return out
 

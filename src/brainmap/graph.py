@@ -300,7 +300,8 @@ class GraphReader:
                 aliases[key] = [m for m in members if m != key and m.startswith("entity:")]
                 # a cap on what one node brings in (a commit may touch 40k files)
                 room = max(limit + 2 - len(seen), 1)
-                touching = self.store.edges_touching(members, predicates, limit=room * 8)
+                touching, cut = self.store.edges_touching(members, predicates, limit=room * 8)
+                truncated = truncated or cut
                 ends = [e.object if hit == e.subject else e.subject for hit, e in touching]
                 resolved = self.canonical(sorted(set(ends)))
                 for (hit, edge), other in zip(touching, ends, strict=True):

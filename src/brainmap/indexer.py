@@ -235,6 +235,12 @@ class _Batch:
             self._started = time.monotonic()
         self._count += 1
 
+    def expire(self) -> None:
+        """Commit an open transaction that has run its time, even if no file is written now
+        (the scan of unchanged files must not hold the write lock)."""
+        if self._open is not None and time.monotonic() - self._started > BATCH_SECONDS:
+            self.commit()
+
     def commit(self) -> None:
         if self._open is not None:
             stack, self._open, self._count = self._open, None, 0
@@ -288,8 +294,10 @@ def index_library(
                 continue
             report.files += 1
             seen.add(found.rel)
-            if progress and report.files % 500 == 0:
-                progress("scan", report.files, None)
+            if report.files % 64 == 0:
+                batch.expire()
+                if progress and report.files % 512 == 0:
+                    progress("scan", report.files, None)
             if found.folder:
                 unreadable.append(found.rel + "/")
             old = states.get(found.rel)

@@ -184,6 +184,7 @@ CREATE TABLE git_import(
   repo TEXT NOT NULL,
   head TEXT NOT NULL,
   prefix TEXT NOT NULL,
+  filters TEXT NOT NULL,
   commits INTEGER NOT NULL,
   at TEXT NOT NULL
 );
@@ -253,10 +254,11 @@ def immediate(conn: apsw.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if not conn.getautocommit():  # still open: the body or the COMMIT itself failed
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def value(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> Any:

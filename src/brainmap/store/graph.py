@@ -112,16 +112,21 @@ class GraphStore:
 
     def delete_code_files(self, ids: Sequence[str]) -> None:
         with self.write():
+            self._flush_graph()  # rows buffered for these files must go too, not fail later
             self.conn.executemany("DELETE FROM code_file WHERE id = ?", [(i,) for i in ids])
 
     # git history
 
-    def git_state(self, library_id: int) -> tuple[str, str, str] | None:
-        """(repository, folder prefix, last imported HEAD) of a library, or None."""
+    def git_state(self, library_id: int) -> tuple[tuple[str, str, str], str] | None:
+        """((repository, folder prefix, file filters), last imported HEAD) of a library."""
         rows = self._rows(
-            "SELECT repo, prefix, head FROM git_import WHERE library_id = ?", (library_id,)
+            "SELECT repo, prefix, filters, head FROM git_import WHERE library_id = ?",
+            (library_id,),
         )
-        return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2])) if rows else None
+        if not rows:
+            return None
+        repo, prefix, filters, head = (str(v) for v in rows[0])
+        return (repo, prefix, filters), head
 
     def put_git_history(self, library_id: int, graph: Graph) -> None:
         """Add a batch of imported commits (one transaction)."""
@@ -141,23 +146,26 @@ class GraphStore:
         return out
 
     def mark_git_import(
-        self, library_id: int, repo: str, prefix: str, head: str, when: str
+        self, library_id: int, source: tuple[str, str, str], head: str, when: str
     ) -> None:
-        """Remember the HEAD imported last (the next import starts there) and the folder."""
+        """Remember the HEAD imported last (the next import starts there) and what was
+        imported: (repository, folder prefix, file filters)."""
+        repo, prefix, filters = source
         with self.write():
             self.conn.execute(
-                "INSERT INTO git_import(library_id, repo, prefix, head, commits, at) "
-                "VALUES (?1, ?2, ?3, ?4, (SELECT count(*) FROM edge WHERE library_id = ?1 "
-                "AND predicate = ?6 AND entry_id IS NULL AND code_id IS NULL), ?5) "
-                "ON CONFLICT(library_id) DO UPDATE SET "
-                "repo = excluded.repo, prefix = excluded.prefix, head = excluded.head, "
+                "INSERT INTO git_import(library_id, repo, prefix, filters, head, commits, at) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, (SELECT count(*) FROM edge WHERE library_id = ?1 "
+                "AND predicate = ?7 AND entry_id IS NULL AND code_id IS NULL), ?6) "
+                "ON CONFLICT(library_id) DO UPDATE SET repo = excluded.repo, "
+                "prefix = excluded.prefix, filters = excluded.filters, head = excluded.head, "
                 "commits = excluded.commits, at = excluded.at",
-                (library_id, repo, prefix, head, when, AUTHORED_BY),
+                (library_id, repo, prefix, filters, head, when, AUTHORED_BY),
             )
 
     def forget_git_history(self, library_id: int) -> None:
-        """Drop a library's imported history (the library moved to another folder or repo)."""
+        """Drop a library's imported history (the library moved, or its file globs changed)."""
         with self.write():
+            self._flush_graph()
             self.conn.execute(
                 "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL "
                 "AND predicate IN (?, ?)",
@@ -229,10 +237,11 @@ class GraphStore:
 
     def edges_touching(
         self, keys: Sequence[str], predicates: Sequence[str] | None = None, limit: int = 10_000
-    ) -> list[tuple[str, EdgeRow]]:
-        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs; at
-        most ``limit`` of each direction per 200 keys."""
+    ) -> tuple[list[tuple[str, EdgeRow]], bool]:
+        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs, and
+        whether some were left out (at most ``limit`` of each direction per 200 keys)."""
         out: list[tuple[str, EdgeRow]] = []
+        cut = False
         pred_sql, pred_params = "", list[Any]()
         if predicates:
             pred_sql = f" AND g.predicate IN ({marks(len(predicates))})"
@@ -244,10 +253,11 @@ class GraphStore:
                     "ORDER BY g.id LIMIT ?",
                     [*part, *pred_params, limit],
                 )
+                cut = cut or len(rows) >= limit
                 for r in rows:
                     edge = edge_row(r)
                     out.append((edge.subject if column == "subject" else edge.object, edge))
-        return out
+        return out, cut
 
     def edges_from(self, key: str, predicate: str) -> list[EdgeRow]:
         rows = self._rows(

@@ -110,6 +110,7 @@ class Store(GraphStore):
                 "WHERE l.name = ?",
                 (name,),
             )
+            self._flush_graph()
             self.conn.execute("DELETE FROM library WHERE name = ?", (name,))
         return int(count or 0)
 
@@ -164,6 +165,8 @@ class Store(GraphStore):
         """
         with self.write():
             c = self.conn
+            if new and c.execute("SELECT 1 FROM entry WHERE id = ?", (entry.id,)).fetchall():
+                new = False  # indexed meanwhile (a save while a reindex runs)
             c.execute(
                 "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
                 "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
@@ -234,8 +237,9 @@ class Store(GraphStore):
                 )
 
     def delete_entries(self, entry_ids: Sequence[str]) -> None:
-        """Delete entries; chunks, FTS rows, vectors and tags go with them."""
+        """Delete entries; chunks, FTS rows, vectors, tags and edges go with them."""
         with self.write():
+            self._flush_graph()  # rows buffered for these entries must go too, not fail later
             self.conn.executemany("DELETE FROM entry WHERE id = ?", [(i,) for i in entry_ids])
 
     def find_entry(self, ref: str) -> tuple[str, str] | None:
