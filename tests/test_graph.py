@@ -375,10 +375,16 @@ def test_backlinks_and_refs_across_languages(home: Path, tmp_path: Path) -> None
     assert "docs:web/app.js:1" in out
     out = run_cli(home, "refs", "docs:ops/deploy.sh").stdout
     assert "no such entry" in out
-    # saving the entry it means fixes it; editing a comment away removes the edge
+    # saving the entry it means fixes it; editing a comment away removes the edge (and until
+    # the next reindex, the audit and doctor say the code file changed)
     write(root / "deploy-notes.md", "# Deploy notes\n")
     write(root / "web" / "app.js", "const x = 1;\n")
+    stale = [(i.kind, i.path) for i in ops.audit(brain, ops.AuditInput()).items]
+    assert ("code_changed", "web/app.js") in stale
+    doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert "changed code: web/app.js" in doctor["files:docs"].items
     ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert ops.audit(brain, ops.AuditInput()).items == []
     doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
     assert doctor["breadcrumbs"].ok
     assert len(ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha")).breadcrumbs) == 3

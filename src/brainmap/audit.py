@@ -19,7 +19,8 @@ KINDS = ("stale",)
 class AuditItem:
     """One finding, with the command that refreshes it."""
 
-    kind: str  # changed_on_disk | deleted_on_disk | changed_in_git | reverify
+    kind: str  # changed_on_disk | deleted_on_disk | changed_in_git | reverify | code_changed
+    # | code_new | code_deleted
     library: str
     path: str
     entry: str | None
@@ -70,7 +71,7 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
     for lib in libs:
         if lib.name not in ids:
             continue
-        diff = diff_library(store, lib)
+        diff = diff_library(cfg, store, lib)
         for kind, rels in (("changed_on_disk", diff.changed), ("deleted_on_disk", diff.gone)):
             for rel in rels:
                 eid = entry_id(lib.name, rel)
@@ -83,6 +84,18 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
                         else "the file was deleted after it was indexed",
                         row["source_rev"] if row else None, None,
                         f"brainmap reindex {lib.name}",
+                    )
+                )  # fmt: skip
+        # code files are leaves too: their breadcrumbs may point elsewhere now
+        for kind, rels in (("code_changed", diff.code_changed), ("code_new", diff.code_new),
+                           ("code_deleted", diff.code_gone)):  # fmt: skip
+            for rel in rels:
+                report.items.append(
+                    AuditItem(
+                        kind, lib.name, rel, None,
+                        f"code file {kind.removeprefix('code_')} since the last reindex: its "
+                        "Brain: comments are not read yet",
+                        None, None, f"brainmap reindex {lib.name}",
                     )
                 )  # fmt: skip
     heads = {lib.name: _head_check(lib.path) for lib in libs}

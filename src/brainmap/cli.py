@@ -293,7 +293,8 @@ class _Progress:
         if self._bar is None:
             return
         if phase not in self._tasks:
-            label = {"scan": "scanning files", "embed": "embedding chunks"}.get(phase, phase)
+            label = {"scan": "scanning files", "embed": "embedding chunks",
+                     "git": "importing commits"}.get(phase, phase)  # fmt: skip
             self._tasks[phase] = self._bar.add_task(label, total=total, rate="")
         task = self._tasks[phase]
         elapsed = self._bar.tasks[task].elapsed or 0.0

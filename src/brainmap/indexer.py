@@ -543,31 +543,49 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
 
 @dataclass
 class LibraryDiff:
-    """How a library's folder differs from its index, judged by stat alone."""
+    """How a library's folder differs from its index, judged by stat alone (code files, read
+    for breadcrumbs, are listed apart)."""
 
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    code_new: list[str] = field(default_factory=list)
+    code_changed: list[str] = field(default_factory=list)
+    code_gone: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(len(x) for x in (self.new, self.changed, self.gone, self.code_new,
+                                    self.code_changed, self.code_gone))  # fmt: skip
 
 
-def diff_library(store: Store, lib: LibraryConfig) -> LibraryDiff:
+def diff_library(cfg: Config, store: Store, lib: LibraryConfig) -> LibraryDiff:
     """Compare a library's files with the index without reading any file."""
     ids = store.library_ids([lib.name])
     states = store.entry_states(ids[lib.name]) if ids else {}
+    code_states = store.code_states(ids[lib.name]) if ids else {}
     skipped = {path for name, path, _ in store.skipped() if name == lib.name}
+    max_bytes = cfg.index.max_file_mb * 1024 * 1024
     diff = LibraryDiff()
     seen: set[str] = set()
-    for found in scan(lib.path, lib.paths):
+    for found in scan(lib.path, lib.paths, lib.code_paths):
         seen.add(found.rel)
-        old = states.get(found.rel)
+        known, new, changed = (
+            (code_states, diff.code_new, diff.code_changed)
+            if found.code
+            else (states, diff.new, diff.changed)
+        )
+        old = known.get(found.rel)
         if old is None:
-            if found.rel not in skipped:
-                diff.new.append(found.rel)
+            too_big = found.code and found.stat is not None and found.stat.st_size > max_bytes
+            if found.rel not in skipped and not too_big:
+                new.append(found.rel)
         elif found.stat is None or (
             old.mtime_ns != found.stat.st_mtime_ns or old.size != found.stat.st_size
         ):
-            diff.changed.append(found.rel)
+            changed.append(found.rel)
     diff.gone = sorted(rel for rel in states if rel not in seen)
+    diff.code_gone = sorted(rel for rel in code_states if rel not in seen)
     return diff
 
 

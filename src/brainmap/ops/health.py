@@ -156,15 +156,23 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
                       f"restore it or `brainmap library remove {lib.name}`")
             )  # fmt: skip
             continue
-        diff = diff_library(store, lib)
-        stale = len(diff.new) + len(diff.changed) + len(diff.gone)
+        diff = diff_library(brain.cfg, store, lib)
+        stale = diff.count
         detail = (
             "index matches the files"
             if not stale
             else f"{len(diff.new)} new, {len(diff.changed)} changed, {len(diff.gone)} deleted"
         )
-        items = [f"new: {p}" for p in diff.new[:20]] + [f"changed: {p}" for p in diff.changed[:20]]
-        items += [f"deleted: {p}" for p in diff.gone[:20]]
+        if diff.code_new or diff.code_changed or diff.code_gone:
+            detail += (
+                f"; code files: {len(diff.code_new)} new, {len(diff.code_changed)} changed, "
+                f"{len(diff.code_gone)} deleted"
+            )
+        items = []
+        for label, rels in (("new", diff.new), ("changed", diff.changed), ("deleted", diff.gone),
+                            ("new code", diff.code_new), ("changed code", diff.code_changed),
+                            ("deleted code", diff.code_gone)):  # fmt: skip
+            items += [f"{label}: {rel}" for rel in rels[:20]]
         checks.append(
             Check(f"files:{lib.name}", not stale, detail,
                   None if not stale else f"brainmap reindex {lib.name}", items)
@@ -237,8 +245,7 @@ def _index_incomplete(brain: Brain) -> str | None:
     for lib in brain.cfg.libraries:
         if lib.name not in indexed or not lib.path.is_dir():
             return f"library {lib.name} is not indexed; run `brainmap reindex` first"
-        diff = diff_library(brain.store, lib)
-        if diff.new or diff.changed or diff.gone:
+        if diff_library(brain.cfg, brain.store, lib).count:
             return f"library {lib.name} has unindexed changes; run `brainmap reindex` first"
     if brain.store.pending_count(brain.searcher.model):
         return "some chunks wait for vectors; run `brainmap reindex` first"
