@@ -179,6 +179,11 @@ def test_git_import_is_incremental_and_survives_rewrites(
     repo.checkout(main, strategy=pygit2.enums.CheckoutStrategy.FORCE)
     back = ops.git_import(brain, ops.GitImportInput()).libraries[0]
     assert back.diverged and back.commits == 0  # the README commit is not about docs/
+    # gc drops what HEAD no longer reaches: the commit of the other line of history
+    assert ops.gc(brain, ops.NoInput()).unreachable_commits == 1
+    commits = {k for (k, kind, *_) in brain.store.graph_snapshot()["nodes"] if kind == "commit"}
+    assert f"commit:{replaced}" not in commits and len(commits) == 5
+    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
     assert brain.store.git_state(brain.store.library_ids(["docs"])["docs"])[1] == str(head.id)  # type: ignore[index]
     assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
     brain.close()

@@ -67,7 +67,8 @@ def doctor(json_out: bool) -> None:
 @cli.command()
 @json_option
 def gc(json_out: bool) -> None:
-    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum."""
+    """Remove orphans, unconfigured libraries, old-model vectors, imported commits that HEAD
+    no longer reaches (abandoned branches, rewritten history) and unused cache; vacuum."""
     from brainmap import ops
 
     r = ops.gc(_brain(), ops.NoInput())
@@ -75,7 +76,8 @@ def gc(json_out: bool) -> None:
         return _print_json(r)
     click.echo(
         f"removed {len(r.libraries_removed)} libraries, {r.orphan_rows} orphan rows, "
-        f"{r.old_model_vectors} old-model vectors, {r.cache_entries_removed} cache entries"
+        f"{r.old_model_vectors} old-model vectors, {r.unreachable_commits} unreachable commits, "
+        f"{r.cache_entries_removed} cache entries"
     )
     if r.cache_kept_because:
         click.echo(f"vector cache kept whole: {r.cache_kept_because}")

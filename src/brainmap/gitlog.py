@@ -141,6 +141,28 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
     return report
 
 
+def prune_unreachable(store: Store, lib: LibraryConfig) -> int:
+    """Drop the imported commits that HEAD no longer reaches (abandoned branches, rewritten
+    history); return how many. Nothing happens when the repository cannot be read."""
+    import pygit2
+
+    ids = store.library_ids([lib.name])
+    if lib.name not in ids or store.git_state(ids[lib.name]) is None:
+        return 0
+    repo = open_repository(lib.path) if lib.path.is_dir() else None
+    if repo is None or repo.head_is_unborn:
+        return 0
+    try:
+        reachable = {commit_key(str(c.id)) for c in repo.walk(repo.head.target)}
+    except pygit2.GitError:
+        return 0
+    gone = sorted(store.imported_commit_keys(ids[lib.name]) - reachable)
+    if gone:
+        store.drop_commits(ids[lib.name], gone)
+        store.refresh_source_revs(ids[lib.name], lib.name)
+    return len(gone)
+
+
 def _filters_id(lib: LibraryConfig) -> str:
     """A fingerprint of the globs that pick the files whose history is imported."""
     globs = json.dumps([lib.include, lib.exclude, lib.code])

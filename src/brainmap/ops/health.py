@@ -11,6 +11,7 @@ from pydantic import (
 
 from brainmap import config as config_mod
 from brainmap import evaluate
+from brainmap.gitlog import prune_unreachable
 from brainmap.indexer import diff_library, reindex_lock
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import LibraryInfo, NoInput, library_list
@@ -202,6 +203,7 @@ class GcReport:
     libraries_removed: list[str]
     orphan_rows: int
     old_model_vectors: int
+    unreachable_commits: int  # imported commits HEAD no longer reaches
     cache_entries_removed: int
     cache_kept_because: str | None
     bytes_before: int
@@ -210,7 +212,8 @@ class GcReport:
 
 @op("gc", NoInput, GcReport, writes=True)
 def gc(brain: Brain, inp: NoInput) -> GcReport:
-    """Remove orphans, unconfigured libraries, old-model vectors and unused cache; vacuum.
+    """Remove orphans, unconfigured libraries, old-model vectors, imported commits that HEAD
+    no longer reaches and unused cache; vacuum.
 
     Cached vectors that no chunk uses are dropped only when the index is complete and
     current: right after brain.db was deleted they are exactly what the rebuild needs.
@@ -225,6 +228,7 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
         orphans = store.remove_orphans()
         model = brain.searcher.model
         old_vectors = store.delete_vectors_except(model)
+        unreachable = sum(prune_unreachable(store, lib) for lib in cfg.libraries)
         kept_because = _index_incomplete(brain)
         removed = 0
         cache = VectorCache(cfg.cache_path)
@@ -236,7 +240,7 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
             cache.close()
         store.vacuum()
         after = _size(cfg.db_path) + _size(cfg.cache_path)
-    return GcReport(stray, orphans, old_vectors, removed, kept_because, before, after)
+    return GcReport(stray, orphans, old_vectors, unreachable, removed, kept_because, before, after)
 
 
 def _index_incomplete(brain: Brain) -> str | None:

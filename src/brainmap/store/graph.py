@@ -173,6 +173,29 @@ class GraphStore:
             )
             self.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
 
+    def imported_commit_keys(self, library_id: int) -> set[str]:
+        """Every commit of the library's imported history."""
+        rows = self._rows(
+            "SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
+            "AND entry_id IS NULL AND code_id IS NULL",
+            (library_id, AUTHORED_BY),
+        )
+        return {str(r[0]) for r in rows}
+
+    def drop_commits(self, library_id: int, keys: Sequence[str]) -> int:
+        """Remove these commits (their versions and authorship) from a library's history."""
+        removed = 0
+        with self.write():
+            for part in batched(list(keys)):
+                for column in ("subject", "object"):
+                    self.conn.execute(
+                        f"DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL "
+                        f"AND code_id IS NULL AND {column} IN ({marks(len(part))})",
+                        [library_id, *part],
+                    )
+                    removed += self.conn.changes() if column == "subject" else 0
+        return removed
+
     def commit_for_blob(self, file_key: str, blob: str) -> str | None:
         """The newest imported commit whose version of the file has exactly this content."""
         rows = self._rows(
