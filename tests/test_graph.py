@@ -299,7 +299,9 @@ def test_links_relations_tags_and_alias_merge(home: Path, tmp_path: Path) -> Non
           "relations:\n  runs_on: [Linux]\n---\nThe database. See [[Backups]].\n")  # fmt: skip
     write(root / "app.md", "# App\n\n- depends_on [[PG]]\n- implements [[Auth  spec]]\n")
     write(root / "jobs.md", "# Jobs\n\nWrites to [[postgres]].\n")
+    write(root / "README.md", "# README\n\nAbout this folder.\n")
     brain = _brain(home, root)
+    assert "entity:readme" not in {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
     reader = GraphReader(brain.store)
     preds = {(e.subject, e.predicate, e.object) for e in reader.neighbors("Postgres").edges}
     jobs = "entry:" + brain.store.find_entry("docs:jobs.md")[0]  # type: ignore[index]

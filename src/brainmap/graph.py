@@ -32,6 +32,12 @@ FROM_FILE = "from_file"
 DESCRIBES = "describes"
 TAGGED = "tagged"
 KINDS = ("entity", "entry", "file", "commit", "person", "tag", "slug")
+# Titles that name a kind of page, not a thing: entries called so describe no entity (else
+# every README of every library would meet at one node)
+GENERIC_TITLES = frozenset(
+    {"readme", "index", "notes", "todo", "changelog", "overview", "introduction", "intro",
+     "untitled", "home", "contents", "license", "contributing", "faq", "summary"}
+)  # fmt: skip
 MAX_DEPTH = 3
 
 
@@ -104,7 +110,7 @@ def entry_graph(
 
     nodes[me] = NodeRecord(me, "entry", parsed.title)
     edge(FROM_FILE, file_node(library, rel))
-    title = _entity(parsed.title)
+    title = _entity(parsed.title) if norm_name(parsed.title) not in GENERIC_TITLES else None
     if title is not None:
         edge(DESCRIBES, title)
         for alias in parsed.aliases:
