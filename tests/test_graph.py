@@ -568,3 +568,23 @@ def test_an_entry_indexed_meanwhile_is_updated_not_duplicated(home: Path, tmp_pa
     assert problem is None
     assert brain.store.graph_snapshot()["edges"] == before
     brain.close()
+
+
+def test_alias_chains_and_cycles_merge(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    write(root / "c.md", "---\ntitle: Postgres\naliases: [PostgreSQL]\n---\nThe db.\n")
+    write(root / "b.md", "---\ntitle: PostgreSQL\naliases: [pg]\n---\nSame thing.\n")
+    write(root / "x.md", "---\ntitle: Ping\naliases: [Pong]\n---\n")
+    write(root / "y.md", "---\ntitle: Pong\naliases: [Ping]\n---\n")
+    write(root / "a.md", "# A\n\n[[pg]] and [[Pong]]\n")
+    brain = _brain(home, root)
+    reader = GraphReader(brain.store)
+    walk = reader.neighbors("pg")
+    assert walk.center.key == "entity:postgres"  # pg -> postgresql -> postgres
+    assert set(walk.center.aliases) == {"entity:pg", "entity:postgresql"}
+    a = "entry:" + brain.store.find_entry("docs:a.md")[0]  # type: ignore[index]
+    assert (a, "links_to", "entity:postgres") in {
+        (e.subject, e.predicate, e.object) for e in walk.edges
+    }
+    assert reader.neighbors("Pong").center.key == reader.neighbors("Ping").center.key
+    brain.close()

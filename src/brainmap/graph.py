@@ -39,6 +39,7 @@ GENERIC_TITLES = frozenset(
      "untitled", "home", "contents", "license", "contributing", "faq", "summary"}
 )  # fmt: skip
 MAX_DEPTH = 3
+MAX_ALIAS_CHAIN = 8  # a -alias_of-> b -alias_of-> c ... is followed this far
 
 
 def norm_name(name: str) -> str:
@@ -261,7 +262,10 @@ class GraphReader:
         """Each key's node after merging: an alias becomes its entity; a slug naming exactly
         one entry becomes that entry."""
         out = {k: k for k in keys}
-        out.update(self.store.alias_targets([k for k in keys if k.startswith("entity:")]))
+        for key, target in self.store.alias_targets(
+            [k for k in keys if k.startswith("entity:")]
+        ).items():
+            out[key] = self._alias_chain(key, target)
         for key in keys:
             if key.startswith("slug:"):
                 entries = self.store.entries_with_slug(key[5:])
@@ -269,12 +273,29 @@ class GraphReader:
                     out[key] = entry_key(entries[0][0])
         return out
 
+    def _alias_chain(self, key: str, target: str) -> str:
+        """Follow ``alias_of`` from ``key`` (whose first target is ``target``) to its end; in a
+        cycle the smallest key stands for all of it."""
+        chain = [key]
+        while target not in chain and len(chain) < MAX_ALIAS_CHAIN:
+            chain.append(target)
+            following = self.store.alias_targets([target]).get(target)
+            if following is None:
+                return target
+            target = following
+        return min(chain[chain.index(target) :]) if target in chain else target
+
     def members(self, key: str) -> list[str]:
-        """The stored keys that make up one merged node (an entity and its aliases; an entry
-        and the slug that code comments use for it)."""
+        """The stored keys that make up one merged node (an entity and its aliases, and
+        theirs; an entry and the slug that code comments use for it)."""
         keys = [key]
         if key.startswith("entity:"):
-            keys += [e.subject for e in self.store.edges_to(key, ALIAS_OF)]
+            for name in keys:  # grows while aliases of aliases turn up
+                if len(keys) >= MAX_ALIAS_CHAIN * 8:
+                    break
+                keys += [
+                    e.subject for e in self.store.edges_to(name, ALIAS_OF) if e.subject not in keys
+                ]
         elif key.startswith("entry:"):
             row = self.store.entry(key[6:])
             if row is not None:
