@@ -204,3 +204,9 @@ def test_links_relations_and_frontmatter_relations() -> None:
 def test_breadcrumbs_in_any_comment_syntax(line: str, slug: str | None) -> None:
     found = breadcrumbs(f"first line\n{line}\n")
     assert found == ([(slug, 2)] if slug else [])
+
+
+def test_overlong_link_targets_and_slugs_are_not_names() -> None:
+    links = parse("[[" + "x" * 400 + "]] and [[fine]]\n", fallback_title="t").links
+    assert [link.target for link in links] == ["fine"]
+    assert breadcrumbs("# Brain: " + "a" * 300 + "\n# Brain: ok-slug\n") == [("ok-slug", 2)]

@@ -25,14 +25,16 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _NOT_PARAGRAPH_RE = re.compile(r"^(?: {4}|\t| {0,3}(?:[-*+]\s|\d{1,9}[.)]\s|>|\||#|`{3}|~{3}))")
 
 
-_WIKI_RE = re.compile(r"\[\[([^\[\]\n|#]+)(?:#[^\[\]\n|]*)?(?:\|[^\[\]\n]*)?\]\]")
+# a target is a name, not a paragraph: longer ones are not links
+_WIKI_RE = re.compile(r"\[\[([^\[\]\n|#]{1,300})(?:#[^\[\]\n|]*)?(?:\|[^\[\]\n]*)?\]\]")
 # "- depends_on [[Postgres]]": a list item whose first word is the predicate of its links
 _RELATION_RE = re.compile(r"^\s{0,3}[-*+]\s+([A-Za-z][\w-]{0,63}):?\s+\[\[")
 _CODE_SPAN_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 LINKS_TO = "links_to"
 # "Brain: slug" after any comment marker: # // -- /* * ; % <!-- REM
 _BREADCRUMB_RE = re.compile(
-    r"(?:#|//|--|/\*|^\s*\*|;|%|<!--|\bREM\b)[ \t]*Brain:[ \t]*([A-Za-z0-9][\w./:@+-]*)"
+    r"(?:#|//|--|/\*|^\s*\*|;|%|<!--|\bREM\b)[ \t]*Brain:[ \t]*"
+    r"([A-Za-z0-9][\w./:@+-]{0,199})(?![\w./:@+-])"  # a slug, not a 10 kB token
 )
 
 

@@ -89,6 +89,9 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
     )
 
 
+MAX_ITEMS = 50  # per check: a doctor report is read by people
+
+
 @dataclass
 class Check:
     name: str
@@ -178,16 +181,19 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
             Check(f"files:{lib.name}", not stale, detail,
                   None if not stale else f"brainmap reindex {lib.name}", items)
         )  # fmt: skip
-    dangling = [
+    dangling = store.dangling_breadcrumbs()
+    shown = [
         f"{e.library}:{e.source_uri}:{e.line}: Brain: {e.props.get('ref', e.object[5:])}"
-        for e in store.dangling_breadcrumbs()
+        for e in dangling[:MAX_ITEMS]
     ]
+    if len(dangling) > MAX_ITEMS:
+        shown.append(f"... and {len(dangling) - MAX_ITEMS} more")
     checks.append(
         Check("breadcrumbs", not dangling,
               "every Brain: comment names an entry" if not dangling
               else f"{len(dangling)} Brain: comment(s) name no entry",
               None if not dangling else "fix the slug in the comment, or save the entry it means",
-              dangling)
+              shown)
     )  # fmt: skip
     skipped = [f"{lib}:{path}: {reason}" for lib, path, reason in store.skipped()]
     skipped += [f"{lib}:{path}: {w}" for lib, path, ws in store.entry_warnings() for w in ws]
