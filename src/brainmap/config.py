@@ -143,6 +143,16 @@ class Config:
             f"no library named {name!r} (known: {known})", hint="brainmap library list", status=404
         )
 
+    def locate(self, path: Path) -> tuple[LibraryConfig, str] | None:
+        """The library holding a file path (absolute, or relative to the cwd), with the
+        path inside it; no ``~`` expansion: paths also come from the network."""
+        target = path.absolute()
+        for lib in self.libraries:
+            root = lib.path.absolute()
+            if target.is_relative_to(root):
+                return lib, target.relative_to(root).as_posix()
+        return None
+
     def select(self, names: list[str] | None) -> list[LibraryConfig]:
         """The libraries named (all when ``names`` is empty), in config order."""
         if not names:

@@ -51,10 +51,18 @@ def open_repository(path: Path) -> pygit2.Repository | None:
     import pygit2
 
     try:
-        found = pygit2.discover_repository(str(path))
-        return pygit2.Repository(found) if found else None
+        return _discover(path)
     except pygit2.GitError:
         return None
+
+
+def _discover(path: Path) -> pygit2.Repository | None:
+    """The git repository holding ``path``, or None; raises ``pygit2.GitError`` when git
+    cannot open it."""
+    import pygit2
+
+    found = pygit2.discover_repository(str(path)) if path.is_dir() else None
+    return pygit2.Repository(found) if found else None
 
 
 def import_history(
@@ -81,11 +89,7 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
     from pygit2.enums import SortMode
 
     started = time.monotonic()
-    if lib.path.is_dir():
-        found = pygit2.discover_repository(str(lib.path))
-        repo = pygit2.Repository(found) if found else None
-    else:
-        repo = None
+    repo = _discover(lib.path)
     if repo is None or repo.workdir is None:
         raise UserError(
             f"library {lib.name!r} ({lib.path}) is not inside a git work tree",

@@ -84,11 +84,9 @@ def _library_path(brain: Brain, ref: str) -> tuple[str, str]:
     lib, sep, rel = ref.partition(":")
     if sep and any(x.name == lib for x in brain.cfg.libraries):
         return lib, rel
-    path = Path(ref).absolute()  # no ~ expansion: refs also come from the network
-    for library in brain.cfg.libraries:
-        root = library.path.absolute()
-        if path.is_relative_to(root):
-            return library.name, path.relative_to(root).as_posix()
+    found = brain.cfg.locate(Path(ref))
+    if found is not None:
+        return found[0].name, found[1]
     raise UserError(f"{ref!r} is not in any library", hint="give it as library:path", status=404)
 
 

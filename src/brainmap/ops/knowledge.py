@@ -150,12 +150,8 @@ def get(brain: Brain, inp: GetInput) -> EntryInfo:
 
 def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
     """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
-    path = Path(ref).absolute()  # no ~ expansion: refs also come from the network
-    for lib in brain.cfg.libraries:
-        root = lib.path.absolute()
-        if path.is_relative_to(root):
-            return brain.store.find_entry(f"{lib.name}:{path.relative_to(root).as_posix()}")
-    return None
+    found = brain.cfg.locate(Path(ref))
+    return brain.store.find_entry(f"{found[0].name}:{found[1]}") if found else None
 
 
 # --- writing knowledge ----------------------------------------------------------------------

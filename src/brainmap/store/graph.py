@@ -29,6 +29,17 @@ AUTHORED_BY = "authored_by"
 REFERENCES = "references"
 ALIAS_OF = "alias_of"
 
+# Graph rows nothing holds any more (the trigger and the cascades keep both empty).
+_ORPHAN_EDGES = (
+    "library_id NOT IN (SELECT id FROM library) "
+    "OR (entry_id IS NOT NULL AND entry_id NOT IN (SELECT id FROM entry)) "
+    "OR (code_id IS NOT NULL AND code_id NOT IN (SELECT id FROM code_file))"
+)
+_ORPHAN_NODES = (
+    "NOT EXISTS (SELECT 1 FROM edge WHERE subject = node.key) "
+    "AND NOT EXISTS (SELECT 1 FROM edge WHERE object = node.key)"
+)
+
 
 class GraphStore:
     """Graph methods of the store (SQL only here; walking the graph is ``brainmap.graph``)."""
@@ -369,26 +380,16 @@ class GraphStore:
     def graph_orphans(self) -> dict[str, int]:
         """Graph rows that nothing holds any more (the trigger and cascades keep these at 0)."""
         return {
-            "nodes": int(self._one(
-                "SELECT count(*) FROM node n WHERE NOT EXISTS (SELECT 1 FROM edge WHERE "
-                "subject = n.key) AND NOT EXISTS (SELECT 1 FROM edge WHERE object = n.key)"
-            )),
-            "edges": int(self._one(
-                "SELECT count(*) FROM edge WHERE library_id NOT IN (SELECT id FROM library) "
-                "OR (entry_id IS NOT NULL AND entry_id NOT IN (SELECT id FROM entry)) "
-                "OR (code_id IS NOT NULL AND code_id NOT IN (SELECT id FROM code_file))"
-            )),
-        }  # fmt: skip
+            "nodes": int(self._one(f"SELECT count(*) FROM node WHERE {_ORPHAN_NODES}")),
+            "edges": int(self._one(f"SELECT count(*) FROM edge WHERE {_ORPHAN_EDGES}")),
+        }
 
     def remove_graph_orphans(self) -> int:
         with self.write():
             total = 0
             for sql in (
-                "DELETE FROM edge WHERE library_id NOT IN (SELECT id FROM library) "
-                "OR (entry_id IS NOT NULL AND entry_id NOT IN (SELECT id FROM entry)) "
-                "OR (code_id IS NOT NULL AND code_id NOT IN (SELECT id FROM code_file))",
-                "DELETE FROM node WHERE NOT EXISTS (SELECT 1 FROM edge WHERE subject = node.key) "
-                "AND NOT EXISTS (SELECT 1 FROM edge WHERE object = node.key)",
+                f"DELETE FROM edge WHERE {_ORPHAN_EDGES}",
+                f"DELETE FROM node WHERE {_ORPHAN_NODES}",
             ):
                 self.conn.execute(sql)
                 total += self.conn.changes()
