@@ -17,7 +17,7 @@ from brainmap import ops
 from brainmap.errors import UserError
 from brainmap.graph import GraphReader
 from brainmap.search import Hit
-from brainmap.store import Store
+from brainmap.store import SCHEMA_VERSION, Store
 from conftest import run_cli, write
 
 ANN = ("Ann Example", "ann@example.org")
@@ -469,7 +469,7 @@ def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version=1")
     conn.close()
     with Store(home / "brain.db") as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         assert store.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
         assert store.counts()["chunks"] > 0 and store.graph_counts()["edges"] == 0
     out = json.loads(run_cli(home, "reindex", "--json").stdout)
@@ -555,6 +555,7 @@ def test_neighbors_says_when_edges_were_left_out(home: Path, tmp_path: Path) -> 
 def test_an_entry_indexed_meanwhile_is_updated_not_duplicated(home: Path, tmp_path: Path) -> None:
     """A reindex took its snapshot before a save indexed the same file: its put_entry(new=True)
     must update the entry, not fail on the chunk ids or duplicate the edges."""
+    from brainmap.collectors.files import ProjectFinder
     from brainmap.indexer import LibraryReport, _index_file, scan
 
     root = write(tmp_path / "kb" / "a.md", "# A\n\nSee [[B]].\n").parent
@@ -564,7 +565,7 @@ def test_an_entry_indexed_meanwhile_is_updated_not_duplicated(home: Path, tmp_pa
     found = next(f for f in scan(root, lib.paths) if f.rel == "a.md")
     before = brain.store.graph_snapshot()["edges"]
     problem = _index_file(brain.cfg, brain.store, lib, library_id, found, None, True,
-                          LibraryReport("docs"))  # fmt: skip
+                          LibraryReport("docs"), False, ProjectFinder(root, "docs"))  # fmt: skip
     assert problem is None
     assert brain.store.graph_snapshot()["edges"] == before
     brain.close()

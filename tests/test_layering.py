@@ -11,14 +11,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "brainmap"
 # Each module may import only modules of a lower (or its own) layer.
 LAYERS = {
     "errors": 0, "analysis": 0, "safefile": 0,
-    "config": 1, "markdown": 1, "embed": 1,
+    "config": 1, "markdown": 1, "embed": 1, "websearch": 1,
+    "collectors": 2,  # reads markdown's parse; pairing their observations is facts
     "store": 2,
-    "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3,
+    "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
     "ops": 5,
     "mcp_server": 6,
     "server": 7,  # serves the MCP tools of mcp_server at /mcp
-    "cli": 8, "cli_graph": 8, "cli_health": 8, "__main__": 9,
+    "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "__main__": 9,
 }  # fmt: skip
 
 SQL = re.compile(

@@ -24,7 +24,8 @@ from conftest import serving
 from test_server import _snapshot
 
 TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries",
-         "neighbors", "backlinks", "refs", "git-import", "audit", "verify"}  # fmt: skip
+         "neighbors", "backlinks", "refs", "git-import", "audit", "verify", "collect",
+         "ask"}  # fmt: skip
 Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
 
@@ -113,6 +114,13 @@ async def _exercise_every_tool(connect: Connect) -> None:
         assert (await _call(session, "audit", {"kind": "stale"}))["kind"] == "stale"
         verified = await _call(session, "verify", {"ref": saved["id"]})
         assert verified["status"] == "verified"
+        # the facts tools
+        collected = await _call(session, "collect", {"libraries": ["example"]})
+        assert collected["libraries"][0]["library"] == "example"
+        asked = await _call(session, "ask", {"question": "undo the last commit", "web": False})
+        assert asked["info"][0]["path"] == "patterns/git-undo-commit.md" and asked["facts"] == []
+        contradict = await _call(session, "audit", {"kind": "contradict"})
+        assert contradict["conflicts"] == []
 
 
 def test_every_tool_over_stdio(brain: ops.Brain, home: Path) -> None:
@@ -146,7 +154,7 @@ def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:
     async def check() -> None:
         async with _stdio(home, "--read-only")() as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert names == TOOLS - {"save", "ingest", "reindex", "git-import", "verify"}
+            assert names == TOOLS - {"save", "ingest", "reindex", "git-import", "verify", "collect"}
             refused = await session.call_tool("save", {"title": "x"})
             assert refused.is_error and "read-only" in refused.content[0].text  # type: ignore[union-attr]
 

@@ -72,6 +72,13 @@ def test_rest_paths(served: str) -> None:
     assert httpx.get(f"{served}/audit", params={"kind": "nonsense"}).status_code == 422
     verified = httpx.post(f"{served}/verify", json={"ref": saved["id"]}).json()
     assert verified["status"] == "verified"
+    collected = httpx.post(f"{served}/collect", json={"libraries": ["example"]}).json()
+    assert collected["libraries"][0]["library"] == "example"
+    asked = httpx.get(f"{served}/ask", params={"question": "undo the last commit", "web": False})
+    assert asked.json()["info"][0]["path"] == "patterns/git-undo-commit.md"
+    assert asked.json()["web"]["status"] == "skipped"
+    contradict = httpx.get(f"{served}/audit", params={"kind": "contradict"}).json()
+    assert contradict["kind"] == "contradict" and contradict["conflicts"] == []
 
 
 @pytest.mark.parametrize(
@@ -89,6 +96,11 @@ def test_rest_paths(served: str) -> None:
         ("GET", "/refs/nolib:x.py", None, 404),
         ("POST", "/git-import", {"libraries": ["example"]}, 400),
         ("POST", "/verify", {"ref": "nothing"}, 404),
+        ("POST", "/collect", {"source": ["nope"]}, 422),
+        ("POST", "/collect", {"source": ["runtime"], "from_file": "/no/such/file"}, 404),
+        ("POST", "/collect", {"source": ["runtime", "ssh"], "from_file": "/etc/hostname"}, 400),
+        ("GET", "/ask", None, 422),
+        ("GET", "/ask?question=x&root=nope", None, 422),
         ("POST", "/save", {"title": ""}, 422),
         ("POST", "/save", {"title": "x", "surprise": 1}, 422),
         ("POST", "/save", {"title": "x", "library": "nope"}, 404),
@@ -191,6 +203,7 @@ def test_openapi_snapshot(brain: ops.Brain) -> None:
     assert set(document["paths"]) == {
         "/search", "/get/{ref}", "/stats", "/doctor", "/reindex", "/save", "/ingest", "/libraries",
         "/neighbors", "/backlinks/{ref}", "/refs/{file}", "/git-import", "/audit", "/verify",
+        "/collect", "/ask",
     }  # fmt: skip
     _snapshot("openapi.json", document)
 

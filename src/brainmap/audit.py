@@ -1,5 +1,6 @@
 """Audits of what the brain knows. ``stale``: leaves whose source changed after they were
-observed (on disk, or in git history), and entries due for re-verification."""
+observed (on disk, or in git history), and entries due for re-verification. ``contradict``:
+facts on which sources disagree, with both sides' evidence."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brainmap.config import Config
+from brainmap.facts import Conflict, contradictions
 from brainmap.indexer import diff_library, entry_id
 from brainmap.store import Store
 
-KINDS = ("stale",)
+KINDS = ("stale", "contradict")
 
 
 @dataclass
@@ -36,6 +38,20 @@ class AuditReport:
     libraries: list[str]
     items: list[AuditItem] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    conflicts: list[Conflict] = field(default_factory=list)  # kind=contradict
+
+
+def contradict(cfg: Config, store: Store, names: list[str] | None) -> AuditReport:
+    """Conflicts between sources (a README that says 8080 where the compose file says 8000),
+    each with both sides' evidence and the rule that resolved it, if any."""
+    libs = cfg.select(names)
+    report = AuditReport("contradict", [lib.name for lib in libs])
+    ids = list(store.library_ids(lib.name for lib in libs).values())
+    report.conflicts = contradictions(store.facts(ids))
+    for conflict in report.conflicts:
+        key = f"resolved_by_{conflict.resolved_by}" if conflict.resolved_by else "unresolved"
+        report.counts[key] = report.counts.get(key, 0) + 1
+    return report
 
 
 def _head_check(path: Path) -> Callable[[str, str], bool]:

@@ -700,4 +700,4 @@ def main() -> None:
 
 
 # more commands live in their own modules; importing them registers them on `cli`
-from brainmap import cli_graph, cli_health  # noqa: E402, F401
+from brainmap import cli_facts, cli_graph, cli_health  # noqa: E402, F401

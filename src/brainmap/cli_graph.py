@@ -152,18 +152,23 @@ def git_import(libraries: tuple[str, ...], json_out: bool) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["stale"]), default="stale")
+@click.argument("kind", type=click.Choice(["stale", "contradict"]), default="stale")
 @click.option("--library", "-l", multiple=True, help="Only this library (repeatable).")
 @json_option
 def audit(kind: str, library: tuple[str, ...], json_out: bool) -> None:
-    """Audit the brain. KIND `stale`: entries whose file changed on disk or in git after
-    they were indexed, and entries due for re-verification ([graph] verify_days), each with
-    the command that refreshes it. Exit status 1 when something is stale.
+    """Audit the brain. Exit status 1 when something is found.
+
+    KIND `stale`: entries whose file changed on disk or in git after they were indexed, and
+    entries due for re-verification ([graph] verify_days), each with the command that
+    refreshes it. KIND `contradict`: facts on which sources disagree (a README against its
+    compose file), with both sides' evidence and the rule that resolved it (authority:
+    runtime over config over narrative; freshness: the newer observation), if any.
 
     \b
     Examples:
       brainmap audit stale
       brainmap audit stale -l docs --json
+      brainmap audit contradict
     """
     from brainmap import ops
 
@@ -172,6 +177,8 @@ def audit(kind: str, library: tuple[str, ...], json_out: bool) -> None:
     )
     if json_out:
         _print_json(report)
+    elif kind == "contradict":
+        _print_conflicts(report)
     else:
         for item in report.items:
             click.echo(
@@ -181,8 +188,25 @@ def audit(kind: str, library: tuple[str, ...], json_out: bool) -> None:
             )
         summary = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
         click.echo(summary or f"nothing stale in {', '.join(report.libraries) or 'no libraries'}")
-    if report.items:
+    if report.items or report.conflicts:
         raise SystemExit(1)
+
+
+def _print_conflicts(report: Any) -> None:
+    for conflict in report.conflicts:
+        rule = conflict.resolved_by or "unresolved"
+        click.echo(click.style(f"{conflict.library}: {conflict.slot}", bold=True)
+                   + click.style(f"  [{rule}]", fg="yellow"))  # fmt: skip
+        for side in conflict.sides:
+            click.echo(f"  [{side.confidence}] {side.what}")
+            for ev in side.evidence:
+                where = f"{ev.path}" + (f":{ev.line}" if ev.line else "")
+                click.echo(click.style(f"      {where}", fg="cyan") + f"  ({ev.method})")
+            for ev in side.against:
+                where = f"{ev.path}" + (f":{ev.line}" if ev.line else "")
+                click.echo(click.style(f"      against {where}", fg="red") + f"  ({ev.method})")
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
+    click.echo(summary or "no conflicts")
 
 
 @cli.command()

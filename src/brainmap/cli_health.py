@@ -31,6 +31,14 @@ def stats(json_out: bool) -> None:
         ("vectors", f"{r.vectors} ({r.pending_embeddings} pending)"),
         ("skipped files", str(r.skipped_files)),
         ("graph", f"{r.graph_nodes} nodes, {r.graph_edges} edges, {r.commits} commits"),
+        (
+            "facts",
+            ", ".join(
+                f"{r.facts.get(c, 0)} {c}"
+                for c in ("confirmed", "partial", "hypothesis", "contradicted")
+            )
+            + f" ({r.observations} observations)",
+        ),
         ("code files", str(r.code_files)),
         ("model", r.model),
         ("vector search", r.vector_search),

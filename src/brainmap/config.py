@@ -35,6 +35,16 @@ CODE_EXCLUDE = [
     for folder in ("venv", "env", "build", "dist", "target", "vendor", "third_party",
                    "__pycache__", "site-packages", "bower_components", "coverage")
 ]  # fmt: skip
+# Files read by the facts collectors (DESIGN.md, Facts): declared config, by kind.
+DEFAULT_FACTS = {
+    "compose": [
+        "**/compose.yaml", "**/compose.yml", "**/docker-compose.yaml", "**/docker-compose.yml",
+        "**/compose.*.yaml", "**/compose.*.yml", "**/docker-compose.*.yaml",
+        "**/docker-compose.*.yml",
+    ],
+    "ssh": ["**/ssh_config", "**/ssh/config", "**/*.ssh_config", "**/ssh_config.d/*"],
+    "yaml": ["**/homeserver.yaml", "**/homeserver.yml"],
+}  # fmt: skip
 GLOBAL_LIBRARY = "brain"
 SCOPES = ("project", "global")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -50,6 +60,9 @@ class LibraryConfig:
     include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     code: list[str] = field(default_factory=lambda: list(DEFAULT_CODE))
+    facts: dict[str, list[str]] = field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_FACTS.items()}
+    )
 
     @property
     def paths(self) -> PathFilter:
@@ -58,8 +71,13 @@ class LibraryConfig:
 
     @property
     def code_paths(self) -> PathFilter | None:
-        """Which files are read for breadcrumbs (None when ``code = []``)."""
-        return PathFilter(self.code, self.exclude + CODE_EXCLUDE) if self.code else None
+        """Which files are read for breadcrumbs and facts (None when there are none)."""
+        globs = self.code + [g for source in self.facts.values() for g in source]
+        return PathFilter(globs, self.exclude + CODE_EXCLUDE) if globs else None
+
+    def fact_sources(self) -> dict[str, PathFilter]:
+        """Which collector reads which files: ``{"compose": filter, "ssh": ..., "yaml": ...}``."""
+        return {k: PathFilter(v, []) for k, v in self.facts.items() if v}
 
 
 def scope_label(library: str, scope: str) -> str:
@@ -110,6 +128,14 @@ class GraphSettings:
 
 
 @dataclass
+class WebSettings:
+    """The optional web search of ``ask``: a SearXNG-compatible JSON endpoint."""
+
+    url: str = ""  # e.g. http://127.0.0.1:8888/search; empty: no web search
+    timeout_s: float = 5.0
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -120,6 +146,7 @@ class Config:
     search: SearchSettings = field(default_factory=SearchSettings)
     save: SaveSettings = field(default_factory=SaveSettings)
     graph: GraphSettings = field(default_factory=GraphSettings)
+    web: WebSettings = field(default_factory=WebSettings)
 
     @property
     def db_path(self) -> Path:
@@ -269,6 +296,7 @@ def load(home: Path) -> Config:
         cfg.search = _section(SearchSettings, data.get("search", {}))
         cfg.save = _section(SaveSettings, data.get("save", {}))
         cfg.graph = _section(GraphSettings, data.get("graph", {}))
+        cfg.web = _section(WebSettings, data.get("web", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -277,6 +305,7 @@ def load(home: Path) -> Config:
                 include=_globs(raw, "include", DEFAULT_INCLUDE),
                 exclude=_globs(raw, "exclude", DEFAULT_EXCLUDE),
                 code=_globs(raw, "code", DEFAULT_CODE),
+                facts=_fact_globs(raw.get("facts", {})),
             )
             if lib.scope not in SCOPES:
                 raise ValueError(f"library {lib.name}: scope must be project or global")
@@ -305,6 +334,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dedup_threshold": (0.5, 1.0),
     "hop_commits": (1, 100),
     "verify_days": (0, 100_000),
+    "timeout_s": (0.1, 600),
 }
 
 
@@ -333,6 +363,12 @@ def _section(cls: Any, raw: Any) -> Any:
     return cls(**values)
 
 
+def _fact_globs(raw: Any) -> dict[str, list[str]]:
+    if not isinstance(raw, dict) or set(raw) - set(DEFAULT_FACTS):
+        raise ValueError(f"library facts must be a table with keys {sorted(DEFAULT_FACTS)}")
+    return {k: _globs(raw, k, v) for k, v in DEFAULT_FACTS.items()}
+
+
 def _globs(raw: dict[str, Any], key: str, default: list[str]) -> list[str]:
     value = raw.get(key, default)
     if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
@@ -355,6 +391,7 @@ def to_toml(cfg: Config) -> str:
         ("search", cfg.search),
         ("save", cfg.save),
         ("graph", cfg.graph),
+        ("web", cfg.web),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]
@@ -368,6 +405,10 @@ def to_toml(cfg: Config) -> str:
         out.append(f"exclude = {_toml_value(lib.exclude)}")
         if lib.code != DEFAULT_CODE:
             out.append(f"code = {_toml_value(lib.code)}")
+        changed = {k: v for k, v in lib.facts.items() if v != DEFAULT_FACTS[k]}
+        if changed:
+            out.append("facts = {" + ", ".join(f"{k} = {_toml_value(v)}"
+                                               for k, v in changed.items()) + "}")  # fmt: skip
     return "\n".join(out) + "\n"
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brainmap.analysis import fts_text
+from brainmap.collectors import narrative
+from brainmap.collectors.files import ProjectFinder, config_observations
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
@@ -33,6 +35,7 @@ from brainmap.embedding import (
     title_line,
 )
 from brainmap.errors import UserError
+from brainmap.facts import pair_library, records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
 from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
 from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
@@ -73,6 +76,7 @@ class LibraryReport:
     skipped: int = 0
     chunks: int = 0
     code_files: int = 0  # code files read for breadcrumbs (changed ones only)
+    facts_paired: bool = False  # its observations changed, so its assertions were recomputed
     seconds: float = 0.0
 
 
@@ -280,6 +284,8 @@ def index_library(
     unreadable: list[str] = []  # folders whose entries must be kept, not taken as deleted
     batch = _Batch(store)
     seen_code: set[str] = set()
+    sources = lib.fact_sources()
+    projects = ProjectFinder(root, lib.name)
     try:
         for found in scan(root, lib.paths, lib.code_paths):
             if found.code:
@@ -290,7 +296,9 @@ def index_library(
                     found.stat.st_size <= max_bytes
                 ):
                     batch.tick()
-                    _index_code(store, lib, library_id, found, old_code, has_git, full, report)
+                    _index_code(
+                        store, lib, library_id, found, old_code, has_git, full, report, sources
+                    )
                 continue
             report.files += 1
             seen.add(found.rel)
@@ -318,8 +326,9 @@ def index_library(
                 else:
                     try:
                         problem = _index_file(
-                            cfg, store, lib, library_id, found, old, full, report, has_git
-                        )
+                            cfg, store, lib, library_id, found, old, full, report, has_git,
+                            projects,
+                        )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
                     except Exception as exc:  # a bug or an input we did not foresee
@@ -355,6 +364,7 @@ def index_library(
         if report.added or report.updated or report.deleted or report.skipped:
             store.mark_indexed(library_id, _now())
         batch.commit()
+        report.facts_paired = pair_library(store, library_id)
     except BaseException as exc:
         batch.abort(exc)
         raise
@@ -377,7 +387,8 @@ def _index_file(
     old: EntryState | None,
     full: bool,
     report: LibraryReport,
-    has_git: bool = False,
+    has_git: bool,
+    projects: ProjectFinder,
 ) -> str | None:
     """Index one changed-looking file; return a problem string when it must be skipped."""
     try:
@@ -449,7 +460,11 @@ def _index_file(
         for ch in parsed.chunks
     ]
     graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
-    store.put_entry(record, chunks, rewrite=full, new=old is None, graph=graph)
+    said = narrative.collect(text, parsed, projects(found.rel))
+    observations = records(said, found.rel, mtime_iso, source_rev)
+    store.put_entry(
+        record, chunks, rewrite=full, new=old is None, graph=graph, observations=observations
+    )
     if old is None:
         report.added += 1
     else:
@@ -475,8 +490,10 @@ def _index_code(
     has_git: bool,
     full: bool,
     report: LibraryReport,
+    fact_sources: dict[str, PathFilter],
 ) -> None:
-    """Record a code file and the ``Brain:`` breadcrumbs in it (unreadable files are left)."""
+    """Record a code file with the ``Brain:`` breadcrumbs in it and, for a config file (compose,
+    ssh, YAML), what it declares (unreadable files are left)."""
     try:
         data = found.path.read_bytes()
     except OSError:
@@ -495,6 +512,14 @@ def _index_code(
     blob = blob_id(data)
     mtime_iso = _iso(found.stat.st_mtime_ns)
     source_rev = _source_rev(store, lib.name, found.rel, blob, mtime_iso, has_git)
+    observations = []
+    for source, paths in fact_sources.items():
+        if paths.wants(found.rel):
+            with suppress(DecodeError):
+                text = decode(data)[0]
+                said = config_observations(source, found.path, found.rel, text, lib.name)
+                observations = records(said, found.rel, mtime_iso, source_rev)
+            break
     observed_at = _now()
     record = CodeFileRecord(
         id="code:" + entry_id(lib.name, found.rel), library_id=library_id, path=found.rel,
@@ -502,7 +527,7 @@ def _index_code(
         indexed_ns=now_ns, observed_at=observed_at, source_rev=source_rev,
     )  # fmt: skip
     graph = code_graph(lib.name, found.rel, crumbs, observed_at, source_rev)
-    store.put_code_file(record, graph, new=old is None)
+    store.put_code_file(record, graph, new=old is None, observations=observations)
 
 
 def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
@@ -519,16 +544,19 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
     states = store.entry_states(library_id)
     has_git = store.git_state(library_id) is not None
     report = LibraryReport(lib.name)
+    projects = ProjectFinder(lib.path, lib.name)
     ids = []
     for rel in rels:
         path = lib.path / rel
         found = Found(rel, path, path.stat())
         problem = _index_file(
-            cfg, store, lib, library_id, found, states.get(rel), False, report, has_git
-        )
+            cfg, store, lib, library_id, found, states.get(rel), False, report, has_git,
+            projects,
+        )  # fmt: skip
         if problem is not None:
             raise UserError(f"{rel} was written but cannot be indexed: {problem}")
         ids.append(entry_id(lib.name, rel))
+    pair_library(store, library_id)
     cache = VectorCache(cfg.cache_path)
     try:
         embed_pending(

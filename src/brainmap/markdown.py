@@ -78,6 +78,8 @@ class Entry:
     chunks: list[Chunk] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    body_start: int = 0  # index of the first line after the frontmatter
+    fences: list[tuple[int, int]] = field(default_factory=list)  # code blocks: [start, end)
 
 
 _CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))
@@ -118,7 +120,8 @@ def parse(text: str, *, fallback_title: str, chunk_tokens: int = DEFAULT_CHUNK_T
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     meta, body_start, warnings = _frontmatter(lines)
     sections = _sections(lines, body_start)
-    entry = Entry(title=fallback_title, meta=meta, warnings=warnings)
+    entry = Entry(title=fallback_title, meta=meta, warnings=warnings, body_start=body_start)
+    entry.fences = [f for section in sections for f in section.fences]
     _apply_meta(entry, meta)
     if "title" not in meta or not entry.title:
         entry.title = _first_heading(sections) or fallback_title

@@ -68,6 +68,9 @@ def instructions(brain: Brain) -> str:
         "Before editing a code file, `refs` lists the entries its `Brain: slug` comments point "
         "to; `backlinks` shows which code depends on an entry, `neighbors` walks the graph, "
         "and `search` with hop=3 tells who changed a hit's file and when.",
+        "For a concrete fact (which port, which host, which image, which user) use `ask`: "
+        "it answers from assertions with their confidence and evidence, and treat anything "
+        "not `confirmed` as unverified.",
         "Libraries:",
     ]
     lines += [

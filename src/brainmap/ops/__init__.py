@@ -7,6 +7,7 @@ import order, which is the order of the OpenAPI paths and MCP tools.
 """
 
 from brainmap.ops.core import OPS, Brain, Op, describe_errors, op, served, to_jsonable
+from brainmap.ops.facts import AskInput, CollectInput, ask, collect
 from brainmap.ops.graph import (
     AuditInput,
     BacklinksInput,
@@ -45,7 +46,7 @@ from brainmap.ops.library import (
 )
 
 __all__ = [
-    "OPS", "AuditInput", "BacklinksInput", "Brain", "EvalInput", "GetInput", "GitImportInput",
+    "OPS", "AskInput", "CollectInput", "ask", "collect", "AuditInput", "BacklinksInput", "Brain", "EvalInput", "GetInput", "GitImportInput",
     "IngestInput", "LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NeighborsInput",
     "NoInput", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput", "audit",
     "backlinks", "describe_errors", "doctor", "eval_", "gc", "get", "git_import", "ingest",

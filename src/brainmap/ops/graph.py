@@ -128,7 +128,11 @@ def git_import(
 
 
 class AuditInput(_Input):
-    kind: Literal["stale"] = Field("stale", description="stale: changed sources, re-verify due.")
+    kind: Literal["stale", "contradict"] = Field(
+        "stale",
+        description="stale: changed sources, re-verify due. contradict: facts on which "
+        "sources disagree, with both sides' evidence.",
+    )
     library: list[str] | None = Field(None, description="Only these libraries.")
 
 
@@ -136,7 +140,11 @@ class AuditInput(_Input):
 def audit(brain: Brain, inp: AuditInput) -> audit_mod.AuditReport:
     """Audit the brain. kind=stale lists entries whose file changed on disk or in git after
     they were indexed, and entries whose last_verified is older than the configured age,
-    each with the command that refreshes it."""
+    each with the command that refreshes it. kind=contradict lists facts on which sources
+    disagree (a README against its compose file), with both sides' evidence and the rule
+    (authority or freshness) that resolved each, if any."""
+    if inp.kind == "contradict":
+        return audit_mod.contradict(brain.cfg, brain.store, inp.library)
     return audit_mod.stale(brain.cfg, brain.store, inp.library, dt.date.today())
 
 

@@ -34,6 +34,8 @@ class Stats:
     graph_edges: int
     code_files: int
     commits: int
+    facts: dict[str, int]  # assertions by confidence
+    observations: int
     model: str
     vector_search: str
     db_bytes: int
@@ -80,6 +82,8 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         graph_edges=counts["edges"],
         code_files=counts["code_files"],
         commits=counts["commits"],
+        facts=store.fact_counts(),
+        observations=sum(store.observation_counts().values()),
         model=model,
         vector_search=_vector_search_status(brain),
         db_bytes=_size(brain.cfg.db_path),

@@ -9,6 +9,7 @@ from apsw import Error as DatabaseError
 
 from brainmap.store.cache import VectorCache
 from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect, slug_of
+from brainmap.store.facts import FACTS_ROOT
 from brainmap.store.graph import ALIAS_OF, AUTHORED_BY, HAS_VERSION, REFERENCES
 from brainmap.store.index import Store
 from brainmap.store.records import (
@@ -18,11 +19,13 @@ from brainmap.store.records import (
     EdgeRow,
     EntryRecord,
     EntryState,
+    FactRow,
     Filters,
     Graph,
     HitRow,
     LibraryRow,
     NodeRecord,
+    ObservationRecord,
     PendingChunk,
 )
 
@@ -37,6 +40,9 @@ __all__ = [
     "EdgeRow",
     "Graph",
     "NodeRecord",
+    "ObservationRecord",
+    "FactRow",
+    "FACTS_ROOT",
     "slug_of",
     "PRAGMAS",
     "SCHEMA_VERSION",

@@ -14,8 +14,8 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 2
-CACHE_SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
 
@@ -197,9 +197,47 @@ CREATE INDEX entry_slug ON entry(slug);
 UPDATE entry SET slug = brainmap_slug(path), mtime_ns = 0, content_hash = '';
 """
 
+# v3: the facts root. Observations are what one source states, owned like edges by their
+# entry (narrative), code file (config) or, for runtime snapshots, a named unit of the library.
+# Assertions are edges with root 'facts', recomputed from a library's observations as a whole
+# whenever they change (fact_pairing.digest tells); AUTOINCREMENT keeps that digest honest.
+_SCHEMA_V3 = """
+CREATE TABLE observation(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  entry_id TEXT REFERENCES entry(id) ON DELETE CASCADE,
+  code_id TEXT REFERENCES code_file(id) ON DELETE CASCADE,
+  unit TEXT,
+  subject TEXT NOT NULL,
+  predicate TEXT NOT NULL,
+  object TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  method TEXT NOT NULL,
+  path TEXT NOT NULL,
+  line INTEGER,
+  observed_at TEXT NOT NULL,
+  source_rev TEXT,
+  props TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX observation_library ON observation(library_id, unit);
+CREATE INDEX observation_entry ON observation(entry_id) WHERE entry_id IS NOT NULL;
+CREATE INDEX observation_code ON observation(code_id) WHERE code_id IS NOT NULL;
+
+CREATE TABLE fact_pairing(
+  library_id INTEGER PRIMARY KEY REFERENCES library(id) ON DELETE CASCADE,
+  digest TEXT NOT NULL,
+  at TEXT NOT NULL
+);
+CREATE INDEX edge_facts ON edge(library_id) WHERE root = 'facts';
+
+-- existing entries and code files are read again at the next reindex for their observations
+UPDATE entry SET mtime_ns = 0, content_hash = '';
+UPDATE code_file SET mtime_ns = 0, content_hash = '';
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 def slug_of(path: str) -> str:

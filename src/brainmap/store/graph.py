@@ -15,11 +15,14 @@ from typing import Any
 import apsw
 
 from brainmap.store.db import batched, marks
+from brainmap.store.facts import FactStore
 from brainmap.store.records import (
     EDGE_SELECT,
     CodeFileRecord,
     EdgeRow,
     Graph,
+    NodeRecord,
+    ObservationRecord,
     edge_row,
 )
 
@@ -41,7 +44,7 @@ _ORPHAN_NODES = (
 )
 
 
-class GraphStore:
+class GraphStore(FactStore):
     """Graph methods of the store (SQL only here; walking the graph is ``brainmap.graph``)."""
 
     conn: apsw.Connection
@@ -85,13 +88,7 @@ class GraphStore:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        # the smallest label (with its props) wins, so that the order of writes does not matter
-        self.conn.executemany(
-            "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
-            "DO UPDATE SET label = excluded.label, props = excluded.props "
-            "WHERE excluded.label < label",
-            [(n.key, n.kind, n.label, _json(n.props)) for *_, g in pending for n in g.nodes],
-        )
+        self._upsert_nodes([n for *_, g in pending for n in g.nodes])
         for column in ("entry_id", "code_id"):
             self.conn.executemany(
                 f"INSERT INTO edge(subject, predicate, object, library_id, {column}, "
@@ -105,8 +102,25 @@ class GraphStore:
                 ],
             )  # fmt: skip
 
-    def put_code_file(self, record: CodeFileRecord, graph: Graph, *, new: bool = False) -> None:
-        """Insert or replace a code file and its breadcrumb edges."""
+    def _upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
+        # the smallest label (with its props) wins, so that the order of writes does not matter
+        self.conn.executemany(
+            "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
+            "DO UPDATE SET label = excluded.label, props = excluded.props "
+            "WHERE excluded.label < label",
+            [(n.key, n.kind, n.label, _json(n.props)) for n in nodes],
+        )
+
+    def put_code_file(
+        self,
+        record: CodeFileRecord,
+        graph: Graph,
+        *,
+        new: bool = False,
+        observations: Sequence[ObservationRecord] = (),
+    ) -> None:
+        """Insert or replace a code file with its breadcrumb edges and, for a config file,
+        its observations."""
         with self.write():
             self.conn.execute(
                 "INSERT INTO code_file(id, library_id, path, content_hash, blob, mtime_ns, size, "
@@ -120,6 +134,9 @@ class GraphStore:
                  record.source_rev),
             )  # fmt: skip
             self._put_graph("code_id", record.id, record.library_id, graph, replace=not new)
+            self._put_observations(
+                "code_id", record.id, record.library_id, observations, replace=not new
+            )
 
     def delete_code_files(self, ids: Sequence[str]) -> None:
         with self.write():

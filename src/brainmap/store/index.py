@@ -22,6 +22,7 @@ from brainmap.store.records import (
     Graph,
     HitRow,
     LibraryRow,
+    ObservationRecord,
     PendingChunk,
     hit_row,
 )
@@ -156,8 +157,10 @@ class Store(GraphStore):
         rewrite: bool = False,
         new: bool = False,
         graph: Graph | None = None,
+        observations: Sequence[ObservationRecord] | None = None,
     ) -> None:
-        """Insert or replace an entry with its tags, chunks, FTS rows and graph edges.
+        """Insert or replace an entry with its tags, chunks, FTS rows, graph edges and the
+        observations of its narrative (info and facts roots in one transaction).
 
         Chunks whose id and embedding hash are unchanged keep their vector and only have their
         position updated (and their FTS row rewritten when ``rewrite`` is set). ``new`` says
@@ -193,6 +196,10 @@ class Store(GraphStore):
             )  # fmt: skip
             if graph is not None:
                 self._put_graph("entry_id", entry.id, entry.library_id, graph, replace=not new)
+            if observations is not None:
+                self._put_observations(
+                    "entry_id", entry.id, entry.library_id, observations, replace=not new
+                )
             old: dict[int, str] = {}
             if not new:  # a new entry has no tags or chunks to compare with (most of a build)
                 c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))

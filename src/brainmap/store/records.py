@@ -91,6 +91,7 @@ class EdgeRecord:
     observed_at: str | None = None
     source_rev: str | None = None
     props: dict[str, Any] = field(default_factory=dict)
+    confidence: str | None = None  # facts only: confirmed | partial | hypothesis | contradicted
 
 
 @dataclass
@@ -226,3 +227,36 @@ def hit_row(row: Sequence[Any]) -> HitRow:
     values = list(row)
     values[10] = json.loads(values[10])
     return HitRow(*values)
+
+
+@dataclass(slots=True)
+class ObservationRecord:
+    """A triplet one source states (facts root), as written and read back."""
+
+    subject: str
+    predicate: str
+    object: str
+    kind: str  # runtime | config | narrative
+    method: str  # compose, docker-ps, sockets, ssh-config, yaml-config, url, compose-ps, ...
+    path: str  # the file (library-relative), or what was run ("docker ps", "psutil")
+    line: int | None
+    observed_at: str
+    source_rev: str | None
+    props: dict[str, Any] = field(default_factory=dict)
+    library: str = ""  # set when read back
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """An assertion of the facts root as read back."""
+
+    subject: str
+    predicate: str
+    object: str
+    confidence: str
+    library: str
+    source_uri: str | None
+    line: int | None
+    observed_at: str | None
+    source_rev: str | None
+    props: dict[str, Any]

@@ -1,0 +1,142 @@
+"""CLI commands of the facts root: collect and ask (``audit contradict`` is in cli_graph).
+
+Registered on the ``brainmap`` group by :mod:`brainmap.cli`; thin over ``brainmap.ops``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from brainmap.cli import _brain, _print_json, _Progress, _validate, cli, json_option
+
+_CONFIDENCE_COLOURS = {"confirmed": "green", "partial": "yellow", "hypothesis": "magenta",
+                       "contradicted": "red"}  # fmt: skip
+
+
+@cli.command()
+@click.argument("library", required=False)
+@click.option(
+    "--source", "-s", "sources", multiple=True,
+    type=click.Choice(["compose", "ssh", "yaml", "runtime", "narrative"]),
+    help="What to collect (repeatable). Default: compose, ssh, yaml and narrative from the "
+    "library's files; runtime (docker ps and listening sockets) only when named.",
+)  # fmt: skip
+@click.option(
+    "--from", "from_file", type=click.Path(dir_okay=False),
+    help="Read this file instead: `docker ps --format '{{json .}}'` output for --source "
+    "runtime, or an outside compose / ssh config / YAML file (e.g. ~/.ssh/config); it goes "
+    "into LIBRARY, else the global library.",
+)  # fmt: skip
+@json_option
+def collect(
+    library: str | None, sources: tuple[str, ...], from_file: str | None, json_out: bool
+) -> None:
+    """Collect observations into LIBRARY (default: every library) and pair them into facts.
+
+    Observations come from what runs (runtime), what is declared (compose files, ssh config,
+    YAML configs) and what the docs say (narrative). A fact is confirmed when two kinds of
+    source agree, partial when they agree on part of it, hypothesis with one source, and
+    contradicted when it lost a conflict (see `brainmap audit contradict`). Values of
+    environment variables, passwords, tokens and keys are never stored. Re-collecting is
+    idempotent; a source that disappears takes its confirmations with it.
+
+    \b
+    Examples:
+      brainmap collect
+      brainmap collect homelab --source runtime
+      brainmap collect homelab --source runtime --from ps.json
+      brainmap collect homelab --source ssh --from ~/.ssh/config
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.CollectInput,
+        libraries=[library] if library else None,
+        source=list(sources) or None,
+        from_file=from_file,
+    )
+    with _Progress() as progress:
+        report = ops.collect(_brain(), inp, progress=progress.update)
+    if json_out:
+        return _print_json(report)
+    for lib in report.libraries:
+        counts = ", ".join(
+            click.style(f"{lib.assertions.get(c, 0)} {c}", fg=colour)
+            for c, colour in _CONFIDENCE_COLOURS.items()
+        )
+        total = sum(lib.observations.values())
+        click.echo(f"{lib.library}: {counts}  ({total} observations; ran {', '.join(lib.ran)})")
+        for note in lib.notes:
+            click.echo(f"  note: {note}")
+
+
+@cli.command()
+@click.argument("question")
+@click.option("--root", type=click.Choice(["facts", "info"]), help="Only facts, or only info.")
+@click.option("--no-web", is_flag=True, help="Never ask the web search.")
+@click.option("--library", "-l", multiple=True, help="Only this library (repeatable).")
+@click.option("--limit", "-n", type=click.IntRange(1, 50), default=5, show_default=True)
+@json_option
+def ask(
+    question: str,
+    root: str | None,
+    no_web: bool,
+    library: tuple[str, ...],
+    limit: int,
+    json_out: bool,
+) -> None:
+    """Answer QUESTION from facts first, each with its confidence and evidence (path:line);
+    then notes that may support it (not confirmed); then, when no fact answers, the web
+    search set in [web] url, as a possible second source.
+
+    \b
+    Examples:
+      brainmap ask "which port does the web service of flask-redis publish"
+      brainmap ask "which host runs the backups" --no-web --json
+    """
+    from brainmap import ops
+
+    inp = _validate(
+        ops.AskInput, question=question, root=root, web=not no_web,
+        library=list(library) or None, limit=limit,
+    )  # fmt: skip
+    result = ops.ask(_brain(), inp)
+    if json_out:
+        return _print_json(result)
+    _print_answer(result)
+
+
+def _print_answer(result: Any) -> None:
+    if result.answer:
+        click.echo(click.style(f"answer: {result.answer}", bold=True) + "  (confirmed)")
+    elif result.facts:
+        click.echo(click.style("no confirmed answer", bold=True) + "; what the sources say:")
+    for fact in result.facts:
+        colour = _CONFIDENCE_COLOURS.get(fact.confidence, "white")
+        click.echo(click.style(f"[{fact.confidence}] ", fg=colour) + fact.what)
+        for ev in fact.evidence:
+            where = f"{ev.library}:{ev.path}" + (f":{ev.line}" if ev.line else "")
+            click.echo(click.style(f"    {where}", fg="cyan") + f"  ({ev.method})")
+        for ev in fact.against:
+            where = f"{ev.library}:{ev.path}" + (f":{ev.line}" if ev.line else "")
+            click.echo(click.style(f"    against {where}", fg="red") + f"  ({ev.method})")
+        if fact.resolved_by:
+            click.echo(f"    conflict resolved by {fact.resolved_by}")
+    if result.info:
+        click.echo(click.style("info (not confirmed):", bold=True))
+        for hit in result.info:
+            click.echo(click.style(f"  {hit.library}:{hit.path}:{hit.line_start}", fg="cyan")
+                       + f"  {hit.title}")  # fmt: skip
+    web = result.web
+    if web.status == "ok":
+        click.echo(click.style("web (possible second source):", bold=True))
+        for hit in web.results:
+            click.echo(f"  {hit.title}  {hit.url}")
+        if not web.results:
+            click.echo("  no results")
+    elif web.status in ("throttled", "unavailable"):
+        click.echo(f"web: {web.status} ({web.detail}); this says nothing about the answer")
+    if not (result.facts or result.info or web.results):
+        click.echo("nothing known about this")

@@ -1,0 +1,127 @@
+"""Sources of observations for the facts root (DESIGN.md, Facts).
+
+A collector reads one source and returns :class:`Observation` triplets with the line they come
+from. Three kinds of source exist: **runtime** (what runs: ``docker ps``, listening sockets),
+**config** (what is declared: compose files, ssh config, YAML configs) and **narrative** (what
+the docs say: URLs, ``docker compose ps`` tables, compose snippets, frontmatter ``facts:``).
+Pairing them into assertions is :mod:`brainmap.facts`.
+
+Secrets never leave a collector: values of environment variables are never read, URLs lose
+their user info and query, and :func:`keep` drops any triplet that names a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+RUNTIME, CONFIG, NARRATIVE = "runtime", "config", "narrative"
+# Which kind of source each method is (the pairing rule needs the kind, the user the method).
+METHOD_KIND = {
+    "docker-ps": RUNTIME,
+    "sockets": RUNTIME,
+    "compose": CONFIG,
+    "ssh-config": CONFIG,
+    "yaml-config": CONFIG,
+    "url": NARRATIVE,
+    "compose-ps": NARRATIVE,
+    "compose-snippet": NARRATIVE,
+    "frontmatter": NARRATIVE,
+}
+
+# Predicates (the object is a node key of the kind in brackets)
+PART_OF = "part_of"  # service -> project
+PUBLISHES = "publishes"  # service -> host port [port]; props: container, protocol, host_ip
+EXPOSES = "exposes"  # service -> container port reachable only inside its networks [port]
+LISTENS_ON = "listens_on"  # host or service -> port it accepts connections on [port]
+SERVES = "serves"  # project -> a host port its docs tell you to open [port]
+IMAGE = "image"
+DEPENDS_ON = "depends_on"
+NETWORK = "network"
+VOLUME = "volume"
+ENV_VAR = "env_var"  # the variable's name only, never its value
+CONTAINER_NAME = "container_name"
+HOSTNAME = "hostname"
+USER = "user"
+PORT = "port"  # ssh port of a host alias
+IDENTITY_FILE = "identity_file"  # a path, never the key
+CONNECTS_TO = "connects_to"  # a config's client side: a database or upstream host/port
+
+# A predicate naming a secret, or a value that assigns one ("password=...", a PEM block)
+_SECRET_NAME = r"pass(?:word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential"
+_SECRET = re.compile(_SECRET_NAME, re.IGNORECASE)
+_SECRET_VALUE = re.compile(
+    rf"(?:{_SECRET_NAME})\w*\s*[=:]|-----BEGIN [A-Z ]*PRIVATE KEY", re.IGNORECASE
+)
+
+
+@dataclass(slots=True)
+class Observation:
+    """One triplet as a source states it, with the line it was read from (1-based)."""
+
+    subject: str
+    predicate: str
+    object: str
+    line: int | None
+    method: str
+    props: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return METHOD_KIND[self.method]
+
+
+def keep(obs: Observation) -> bool:
+    """False for a triplet that names or carries a secret: it is dropped at collection."""
+    if _SECRET.search(obs.predicate):
+        return False
+    values = [obs.object, *(str(v) for v in obs.props.values())]
+    return not any(_SECRET_VALUE.search(v) for v in values)
+
+
+def only_safe(observations: list[Observation]) -> list[Observation]:
+    return [o for o in observations if keep(o)]
+
+
+def project_name(raw: str) -> str:
+    """A compose project name as docker compose derives it from a folder name."""
+    name = re.sub(r"[^a-z0-9_-]", "", raw.lower())
+    return name or "default"
+
+
+def project_of(rel: str, library: str) -> str:
+    """The project a file in a library belongs to: its folder's name (the library's name for
+    files at the top), as ``docker compose`` names a project after the compose file's folder."""
+    folder = rel.rpartition("/")[0]
+    return project_name(folder.rpartition("/")[2] if folder else library)
+
+
+def service_key(project: str, service: str) -> str:
+    return f"service:{project}/{service}"
+
+
+def port_key(port: int | str) -> str:
+    return f"port:{port}"
+
+
+def parse_port(raw: str) -> int | None:
+    """A TCP/UDP port number, or None."""
+    raw = raw.strip()
+    if not raw.isdigit():
+        return None
+    port = int(raw)
+    return port if 0 < port < 65536 else None
+
+
+def image_key(ref: str) -> str:
+    """``image:<ref>`` with the defaults docker fills in removed: ``docker.io/library/`` and
+    ``:latest`` (so ``postgres`` and ``postgres:latest`` are one image)."""
+    ref = ref.strip()
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+            break
+    if ref.endswith(":latest") and "@" not in ref:
+        ref = ref[: -len(":latest")]
+    return "image:" + ref

@@ -1,0 +1,234 @@
+"""Compose files: services, images, published and exposed ports, volumes, dependencies,
+networks and the *names* of environment variables (never their values)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from brainmap.collectors import (
+    CONTAINER_NAME,
+    DEPENDS_ON,
+    ENV_VAR,
+    EXPOSES,
+    IMAGE,
+    NETWORK,
+    PART_OF,
+    PUBLISHES,
+    VOLUME,
+    Observation,
+    image_key,
+    only_safe,
+    parse_port,
+    port_key,
+    project_name,
+    service_key,
+)
+from brainmap.collectors.yamltree import Node, parse
+
+MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
+_VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def read_env(text: str) -> dict[str, str]:
+    """A ``.env`` file's variables, for interpolating ports and names only (never stored)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _ENV_LINE.match(line)
+        if m and not line.lstrip().startswith("#"):
+            value = m.group(2)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            out[m.group(1)] = value
+    return out
+
+
+def interpolate(raw: str, env: Mapping[str, str]) -> str:
+    """Compose variable interpolation: ``${X}``, ``${X:-default}``, ``${X-default}``,
+    ``${X:+alt}``, ``$X`` and ``$$``. An unset variable without default becomes empty."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2), m.group(3) or ""
+        value = env.get(name)
+        if op in (":-", ":?"):
+            return value if value else (arg if op == ":-" else "")
+        if op in ("-", "?"):
+            return value if value is not None else (arg if op == "-" else "")
+        if op == ":+":
+            return arg if value else ""
+        if op == "+":
+            return arg if value is not None else ""
+        return value or ""
+
+    return _VAR.sub(sub, raw)
+
+
+def collect(
+    text: str,
+    project: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    method: str = "compose",
+    first_line: int = 1,
+) -> list[Observation]:
+    """Observations of one compose file (or of a snippet of one, with ``method`` and the line
+    where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``."""
+    root = parse(text, first_line)
+    services = root.get("services") if root is not None else None
+    if root is None or services is None or not services.mapping:
+        return []
+    env = env or {}
+    name = root.get("name")
+    if name is not None and name.text:
+        project = project_name(interpolate(name.text, env))
+    out: list[Observation] = []
+    for svc_name, svc in services.mapping.items():
+        subject = service_key(project, svc_name)
+        out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method))
+        _service(out, svc, subject, project, env, method)
+    return only_safe(out)
+
+
+def _service(
+    out: list[Observation],
+    svc: Node,
+    subject: str,
+    project: str,
+    env: Mapping[str, str],
+    method: str,
+) -> None:
+    def add(predicate: str, obj: str, line: int, **props: str) -> None:
+        out.append(Observation(subject, predicate, obj, line, method, dict(props)))
+
+    image = svc.get("image")
+    if image is not None and image.text:
+        add(IMAGE, image_key(interpolate(image.text, env)), image.line)
+    container = svc.get("container_name")
+    if container is not None and container.text:
+        add(CONTAINER_NAME, "container:" + interpolate(container.text, env), container.line)
+    ports = svc.get("ports")
+    for item in ports.items if ports is not None else []:
+        for host_ip, published, target, proto in _ports(item, env):
+            if published is None:  # a random host port: reachable, but on no known port
+                add(EXPOSES, port_key(target), item.line, protocol=proto, published="random")
+            else:
+                props = {"container": target, "protocol": proto}
+                if host_ip:
+                    props["host_ip"] = host_ip
+                add(PUBLISHES, port_key(published), item.line, **props)
+    expose = svc.get("expose")
+    for item in expose.items if expose is not None else []:
+        spec, _, proto = interpolate(item.text or "", env).partition("/")
+        for port in _expand(spec) or []:
+            add(EXPOSES, port_key(port), item.line, protocol=proto or "tcp")
+    deps = svc.get("depends_on")
+    for dep_name, dep_line in _names(deps):
+        add(DEPENDS_ON, service_key(project, dep_name), dep_line)
+    networks = svc.get("networks")
+    for net_name, net_line in _names(networks):
+        add(NETWORK, f"network:{project}/{net_name}", net_line)
+    volumes = svc.get("volumes")
+    for item in volumes.items if volumes is not None else []:
+        source, target = _volume(item, env)
+        if source:
+            add(VOLUME, "volume:" + source, item.line, target=target)
+    environment = svc.get("environment")
+    for var, var_line in _env_names(environment):
+        add(ENV_VAR, "env:" + var, var_line)
+
+
+def _names(node: Node | None) -> list[tuple[str, int]]:
+    """Names from a list (``- redis``) or from the keys of a mapping (long syntax)."""
+    if node is None:
+        return []
+    if isinstance(node.value, dict):
+        return [(k, v.line) for k, v in node.value.items()]
+    return [(n.text, n.line) for n in node.items if n.text]
+
+
+def _env_names(node: Node | None) -> list[tuple[str, int]]:
+    if node is None:
+        return []
+    if isinstance(node.value, dict):
+        return [(k, v.line) for k, v in node.value.items()]
+    return [(n.text.partition("=")[0].strip(), n.line) for n in node.items if n.text]
+
+
+def _volume(item: Node, env: Mapping[str, str]) -> tuple[str, str]:
+    if isinstance(item.value, dict):
+        source, target = item.get("source"), item.get("target")
+        return (
+            interpolate(source.text or "", env) if source else "",
+            interpolate(target.text or "", env) if target else "",
+        )
+    parts = interpolate(item.text or "", env).split(":")
+    if len(parts) == 1:
+        return "", parts[0]  # an anonymous volume: nothing named to point at
+    if len(parts) > 2 and len(parts[0]) == 1:  # a Windows drive letter: C:\data:/data
+        parts = [parts[0] + ":" + parts[1], *parts[2:]]
+    return parts[0], parts[1]
+
+
+def _expand(spec: str) -> list[str] | None:
+    """``8000`` -> [8000]; ``8000-8002`` -> [8000, 8001, 8002]; a wide range stays whole."""
+    low, sep, high = spec.strip().partition("-")
+    a, b = parse_port(low), parse_port(high) if sep else None
+    if a is None or (sep and (b is None or b < a)):
+        return None
+    if not sep or b == a:
+        return [str(a)]
+    assert b is not None
+    if b - a >= MAX_RANGE:
+        return [f"{a}-{b}"]
+    return [str(p) for p in range(a, b + 1)]
+
+
+def _ports(item: Node, env: Mapping[str, str]) -> list[tuple[str, str | None, str, str]]:
+    """(host_ip, published host port or None, container port, protocol) of one ``ports``
+    item, short (``[IP:][HOST:]CONTAINER[/PROTO]``, ranges, IPv6) or long syntax."""
+    if isinstance(item.value, dict):
+
+        def field(key: str) -> str:
+            node = item.get(key)
+            return interpolate(node.text or "", env) if node is not None else ""
+
+        return _mapping(field("host_ip"), field("published"), field("target"),
+                        field("protocol") or "tcp")  # fmt: skip
+    spec = interpolate(item.text or "", env).strip()
+    spec, _, proto = spec.partition("/")
+    host_ip = ""
+    if spec.startswith("["):  # [::1]:8080:80
+        host_ip, _, spec = spec[1:].partition("]")
+        spec = spec.lstrip(":")
+    parts = spec.split(":")
+    if len(parts) > 3:  # an unbracketed IPv6 address: ::1:8080:80
+        host_ip, parts = ":".join(parts[:-2]), parts[-2:]
+    if len(parts) == 3:
+        host_ip, published, target = parts
+    elif len(parts) == 2:
+        published, target = parts
+    else:
+        published, target = "", parts[0]
+    return _mapping(host_ip, published, target, proto or "tcp")
+
+
+def _mapping(
+    host_ip: str, published: str, target: str, proto: str
+) -> list[tuple[str, str | None, str, str]]:
+    targets = _expand(target)
+    if not targets:
+        return []
+    if not published:
+        return [(host_ip, None, t, proto) for t in targets]
+    hosts = _expand(published)
+    if not hosts:
+        return []
+    if len(targets) == 1 and len(hosts) > 1:  # 8000-8010:80: one of the range, chosen at start
+        return [(host_ip, f"{hosts[0]}-{hosts[-1]}", targets[0], proto)]
+    if len(hosts) != len(targets):
+        return []
+    return [(host_ip, h, t, proto) for h, t in zip(hosts, targets, strict=True)]

@@ -1,0 +1,134 @@
+"""ssh client config (``~/.ssh/config`` and files like it): each concrete ``Host`` alias with
+the HostName, User, Port, IdentityFile (the path, never the key) and ProxyJump that ssh would
+use for it, following ``Include`` and applying wildcard blocks the way ssh does (the first value
+obtained for an option wins)."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brainmap.collectors import (
+    HOSTNAME,
+    IDENTITY_FILE,
+    PORT,
+    USER,
+    Observation,
+    only_safe,
+    parse_port,
+    port_key,
+)
+
+MAX_INCLUDE_DEPTH = 16  # as ssh itself
+# option (lower case) -> (predicate, object kind); only these are read: nothing secret
+_OPTIONS = {
+    "hostname": (HOSTNAME, "host"),
+    "user": (USER, "user"),
+    "port": (PORT, "port"),
+    "identityfile": (IDENTITY_FILE, "keyfile"),
+    "proxyjump": ("proxy_jump", "host"),
+}
+_MULTI = {"identityfile"}  # options ssh accumulates instead of first-wins
+
+
+@dataclass
+class _Block:
+    patterns: list[str]
+    line: int
+    options: list[tuple[str, str, int, str]] = field(default_factory=list)  # key, value, line, file
+
+
+def collect(path: Path, text: str) -> list[Observation]:
+    """Observations for every concrete alias of the config at ``path`` (``text`` is its
+    content; included files are read from disk, relative to ``path``'s folder)."""
+    blocks = [_Block(["*"], 0)]  # options before the first Host apply to every host
+    _read(path, text, blocks, 0, set())
+    aliases: dict[str, int] = {}
+    for block in blocks[1:]:
+        for pattern in block.patterns:
+            if not any(c in pattern for c in "*?!") and pattern not in aliases:
+                aliases[pattern] = block.line
+    out: list[Observation] = []
+    for alias, line in aliases.items():
+        subject = f"host:{alias}"
+        seen: set[str] = set()
+        for block in blocks:
+            if not _matches(alias, block.patterns):
+                continue
+            for key, value, opt_line, source in block.options:
+                if key in seen and key not in _MULTI:
+                    continue
+                seen.add(key)
+                predicate, kind = _OPTIONS[key]
+                if kind == "port":
+                    port = parse_port(value)
+                    if port is None:
+                        continue
+                    obj = port_key(port)
+                else:
+                    obj = f"{kind}:{value.replace('%h', alias)}"
+                props = {"file": source} if source != str(path) else {}
+                out.append(Observation(subject, predicate, obj, opt_line, "ssh-config", props))
+        if HOSTNAME not in seen:  # ssh connects to the alias itself
+            out.append(Observation(subject, HOSTNAME, f"host:{alias}", line, "ssh-config"))
+    return only_safe(out)
+
+
+def _matches(alias: str, patterns: list[str]) -> bool:
+    hit = False
+    for pattern in patterns:
+        if pattern.startswith("!"):
+            if fnmatch.fnmatchcase(alias, pattern[1:]):
+                return False
+        elif fnmatch.fnmatchcase(alias, pattern):
+            hit = True
+    return hit
+
+
+def _split(line: str) -> tuple[str, list[str]] | None:
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    key, _, rest = (
+        line.replace("=", " ", 1).partition(" ")
+        if "=" in line.split(" ")[0]
+        else (line.partition(" "))
+    )
+    try:
+        args = shlex.split(rest, comments=True)
+    except ValueError:
+        args = rest.split()
+    return key.strip().lower(), args
+
+
+def _read(path: Path, text: str, blocks: list[_Block], depth: int, seen: set[str]) -> None:
+    seen.add(str(path))
+    for n, raw in enumerate(text.splitlines(), 1):
+        parsed = _split(raw)
+        if parsed is None:
+            continue
+        key, args = parsed
+        if key == "host":
+            blocks.append(_Block(args, n))
+        elif key == "match":
+            blocks.append(_Block([], n))  # conditions ssh evaluates at connect time: skipped
+        elif key == "include" and depth < MAX_INCLUDE_DEPTH:
+            for pattern in args:
+                full = os.path.expanduser(pattern)
+                if not os.path.isabs(full):
+                    full = str(path.parent / full)
+                for name in sorted(glob.glob(full)):
+                    included = Path(name)
+                    if str(included) in seen or not included.is_file():
+                        continue
+                    try:
+                        body = included.read_text(encoding="utf-8", errors="replace")
+                    except OSError:
+                        continue
+                    _read(included, body, blocks, depth + 1, seen)
+        elif key in _OPTIONS and args:
+            blocks[-1].options.append((key, args[0], n, str(path)))

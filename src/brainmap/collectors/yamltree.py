@@ -1,0 +1,67 @@
+"""YAML read as a tree of nodes that remember their line, with every scalar kept as written.
+
+Values stay strings: PyYAML's YAML 1.1 resolver would read an unquoted ``80:80`` as the
+sexagesimal number 4880 and ``no`` as False, which is wrong for ports and names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+
+@dataclass(slots=True)
+class Node:
+    """A mapping (dict of str -> Node), a sequence (list of Node) or a scalar (str)."""
+
+    value: Any
+    line: int  # 1-based
+
+    def get(self, key: str) -> Node | None:
+        return self.value.get(key) if isinstance(self.value, dict) else None
+
+    @property
+    def items(self) -> list[Node]:
+        return self.value if isinstance(self.value, list) else []
+
+    @property
+    def mapping(self) -> dict[str, Node]:
+        return self.value if isinstance(self.value, dict) else {}
+
+    @property
+    def text(self) -> str | None:
+        return self.value if isinstance(self.value, str) else None
+
+
+def parse(text: str, first_line: int = 1) -> Node | None:
+    """The tree of the first YAML document in ``text`` (None when it is not YAML)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    if root is None:
+        return None
+    return _convert(root, first_line - 1, 0, [MAX_NODES])
+
+
+MAX_NODES = 200_000  # aliases can make a small file a huge tree ("billion laughs"): stop there
+
+
+def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Node:
+    line = node.start_mark.line + 1 + offset
+    budget[0] -= 1
+    if depth > 64 or budget[0] < 0:  # hostile nesting or alias bombs: stop descending
+        return Node(None, line)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Node] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                child = _convert(value, offset, depth + 1, budget)
+                child.line = key.start_mark.line + 1 + offset  # "web:" names the block
+                out.setdefault(str(key.value), child)
+        return Node(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return Node([_convert(v, offset, depth + 1, budget) for v in node.value], line)
+    return Node(str(node.value) if node.value is not None else None, line)

@@ -1,0 +1,248 @@
+"""Ops on the facts root: collect observations, ask a question (facts first, then info, then
+maybe the web)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from brainmap import websearch
+from brainmap.collectors import Observation
+from brainmap.collectors import runtime as runtime_mod
+from brainmap.collectors.files import config_observations
+from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
+from brainmap.embedding import ProgressFn
+from brainmap.errors import UserError
+from brainmap.facts import CONFIRMED, Fact, answer, fact_of, pair_library, records
+from brainmap.indexer import index_library, reindex_lock
+from brainmap.ops.core import Brain, _Input, op
+
+Source = Literal["compose", "ssh", "yaml", "runtime", "narrative"]
+FILE_SOURCES = ("compose", "ssh", "yaml", "narrative")
+MAX_FROM_BYTES = 50_000_000
+
+
+class CollectInput(_Input):
+    libraries: list[str] | None = Field(None, description="Library names; all when empty.")
+    source: list[Source] | None = Field(
+        None,
+        description="What to collect: compose, ssh, yaml and narrative are read from the "
+        "library's files (changed files only); runtime lists running containers (docker ps) and "
+        "listening sockets. Default: the file sources.",
+    )
+    from_file: str | None = Field(
+        None,
+        description="Read this file instead: docker ps --format '{{json .}}' output for "
+        "runtime, or a compose / ssh config / YAML file outside the library (the source is "
+        "told from the content unless one is named); collected into the global library unless "
+        "libraries are named.",
+    )
+
+
+@dataclass
+class LibraryFacts:
+    library: str
+    ran: list[str]  # what was collected
+    observations: dict[str, int]  # by method, after collection
+    assertions: dict[str, int]  # by confidence
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CollectReport:
+    libraries: list[LibraryFacts]
+
+
+@op("collect", CollectInput, CollectReport, writes=True, methods=("POST",))
+def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None) -> CollectReport:
+    """Collect observations (running containers and sockets, compose files, ssh config, YAML
+    configs, what the docs say) and pair them into assertions with a confidence: confirmed when
+    two kinds of source agree, partial, hypothesis, or contradicted."""
+    if not brain.cfg.libraries:
+        raise UserError("no libraries yet", hint="brainmap library add NAME PATH")
+    from_text = _read_from(inp.from_file) if inp.from_file else None
+    sources: list[str] = list(inp.source or ())
+    if not sources:
+        sources = [_sniff(from_text)] if from_text is not None else list(FILE_SOURCES)
+    if from_text is not None and (len(sources) != 1 or sources == ["narrative"]):
+        raise UserError(
+            "--from reads one source: runtime, compose, ssh or yaml",
+            hint="e.g. --source runtime --from ps.json",
+        )
+    names = inp.libraries
+    if inp.from_file and not names:  # one outside file belongs in one library: the global one
+        if not any(lib.name == GLOBAL_LIBRARY for lib in brain.cfg.libraries):
+            raise UserError("--from needs a library to collect into", hint="name the library")
+        names = [GLOBAL_LIBRARY]
+    report = CollectReport([])
+    with reindex_lock(brain.home):
+        for lib in brain.cfg.select(names):
+            report.libraries.append(_collect_library(brain, lib, sources, inp.from_file,
+                                                     from_text, progress))  # fmt: skip
+    return report
+
+
+def _read_from(name: str) -> str:
+    path = Path(name).expanduser()
+    try:
+        if not path.is_file():
+            raise UserError(f"no file {path}", status=404)
+        if path.stat().st_size > MAX_FROM_BYTES:
+            raise UserError(f"{path} is larger than {MAX_FROM_BYTES // 1_000_000} MB")
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError) as exc:  # ValueError: a name no file system can hold
+        raise UserError(f"cannot read {path}: {exc}", status=404) from exc
+
+
+def _sniff(text: str) -> str:
+    """Which source a file given with --from and no --source is: docker ps JSON lines, a
+    compose file, an ssh config, else a YAML config."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if first.startswith("{"):
+        return "runtime"
+    if re.search(r"^services:\s*$", text, re.MULTILINE):
+        return "compose"
+    if re.search(r"^\s*(Host|Match|Include)\s+\S", text, re.MULTILINE | re.IGNORECASE):
+        return "ssh"
+    return "yaml"
+
+
+def _collect_library(
+    brain: Brain,
+    lib: LibraryConfig,
+    sources: list[str],
+    from_file: str | None,
+    from_text: str | None,
+    progress: ProgressFn | None,
+) -> LibraryFacts:
+    store = brain.store
+    out = LibraryFacts(lib.name, [], {}, {})
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if from_file is None and set(sources) & set(FILE_SOURCES):
+        index_library(brain.cfg, store, lib, progress=progress)  # re-reads changed files
+        out.ran += [s for s in sources if s in FILE_SOURCES]
+    library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
+    if from_file is not None and from_text is not None:
+        path = Path(from_file).expanduser().absolute()
+        source = sources[0]
+        said: list[Observation]
+        if source == "runtime":
+            said = runtime_mod.docker_ps(from_text)
+            unit = "runtime:docker"
+        else:
+            said = config_observations(source, path, f"{path.parent.name}/{path.name}",
+                                       from_text, lib.name)  # fmt: skip
+            unit = f"file:{path}"
+        store.put_unit_observations(library_id, unit, records(said, str(path), now, None))
+        out.ran.append(f"{source} from {path}")
+    elif "runtime" in sources:
+        host = runtime_mod.hostname()
+        try:
+            lines = runtime_mod.docker_ps_lines()
+            said = runtime_mod.docker_ps(lines)
+            store.put_unit_observations(library_id, "runtime:docker",
+                                        records(said, f"docker ps on {host}", now, None))  # fmt: skip
+            out.ran.append("docker ps")
+        except UserError as exc:  # no docker here: the sockets still tell what listens
+            out.notes.append(f"docker: {exc.message}")
+        said = runtime_mod.sockets()
+        store.put_unit_observations(library_id, "runtime:sockets",
+                                    records(said, f"sockets on {host}", now, None))  # fmt: skip
+        out.ran.append("sockets")
+    pair_library(store, library_id)
+    out.observations = store.observation_counts(library_id)
+    out.assertions = store.fact_counts(library_id)
+    return out
+
+
+# --- ask ----------------------------------------------------------------------------------
+
+
+class AskInput(_Input):
+    question: str = Field(min_length=1, max_length=2000, description="A question in words.")
+    root: Literal["facts", "info"] | None = Field(
+        None, description="facts: assertions only; info: narrative only; both when empty."
+    )
+    web: bool = Field(True, description="Ask the configured web search when no fact answers.")
+    library: list[str] | None = Field(None, description="Only these libraries.")
+    limit: int = Field(5, ge=1, le=50, description="Most facts and most info snippets.")
+
+
+@dataclass
+class InfoSnippet:
+    """Narrative that may support an answer: never a confirmed fact."""
+
+    library: str
+    path: str
+    line_start: int
+    line_end: int
+    title: str
+    heading: str
+    snippet: str
+    score: float
+    confirmed: bool = False
+
+
+@dataclass
+class AskResult:
+    question: str
+    answer: str | None  # the confirmed answer in a few words, when there is one
+    facts: list[Fact]
+    info: list[InfoSnippet]
+    web: websearch.WebResult
+
+
+@op("ask", AskInput, AskResult, methods=("GET", "POST"))
+def ask(brain: Brain, inp: AskInput) -> AskResult:
+    """Answer a question from the facts first: assertions with their confidence (confirmed
+    only when two independent sources agree) and evidence (path and line of each source);
+    then notes that may support it, marked not confirmed; then, when no fact answers, a web
+    search as a possible second source (its status says when it was throttled or down)."""
+    facts: list[Fact] = []
+    if inp.root in (None, "facts"):
+        ids = None
+        if inp.library:
+            brain.cfg.select(inp.library)  # unknown names are a clear error
+            ids = list(brain.store.library_ids(inp.library).values())
+        facts = [fact_of(r) for r in answer(inp.question, brain.store.facts(ids), inp.limit)]
+    info: list[InfoSnippet] = []
+    if inp.root in (None, "info"):
+        result = brain.searcher.search(inp.question, libraries=inp.library, limit=inp.limit)
+        info = [
+            InfoSnippet(
+                h.library,
+                h.path,
+                h.line_start,
+                h.line_end,
+                h.title,
+                h.heading,
+                h.snippet,
+                round(h.score, 6),
+            )
+            for h in result.hits
+        ]
+    confirmed = [f for f in facts if f.confidence == CONFIRMED]
+    web = _web(brain, inp, answered=bool(confirmed))
+    summary = None
+    if confirmed:
+        values = sorted({f.object.partition(":")[2] or f.object for f in confirmed})
+        summary = ", ".join(values)
+    return AskResult(inp.question, summary, facts, info, web)
+
+
+def _web(brain: Brain, inp: AskInput, *, answered: bool) -> websearch.WebResult:
+    if answered:
+        return websearch.WebResult("skipped", detail="a confirmed fact answers the question")
+    if not inp.web:
+        return websearch.WebResult("skipped", detail="web search turned off (--no-web)")
+    if inp.root == "info":
+        return websearch.WebResult("skipped", detail="only the info root was asked")
+    if not brain.cfg.web.url:
+        return websearch.WebResult("disabled", detail="no [web] url in config.toml")
+    return websearch.search(brain.cfg.web.url, inp.question, timeout_s=brain.cfg.web.timeout_s,
+                            limit=inp.limit)  # fmt: skip

@@ -1,0 +1,166 @@
+"""The facts root in ``brain.db``: observations of each source and the assertions paired
+from them (edges with root ``facts``). A mixin of the store, sharing its transactions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import apsw
+
+from brainmap.store.records import EdgeRecord, FactRow, NodeRecord, ObservationRecord
+
+FACTS_ROOT = "facts"
+
+_FACT_SELECT = """
+SELECT g.subject, g.predicate, g.object, g.confidence, l.name, g.source_uri, g.line,
+       g.observed_at, g.source_rev, g.props
+FROM edge g JOIN library l ON l.id = g.library_id
+WHERE g.root = 'facts'
+"""
+
+
+class FactStore:
+    """Facts methods of the store (pairing itself is ``brainmap.facts``)."""
+
+    conn: apsw.Connection
+    _lock: threading.RLock
+
+    def write(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def _upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
+        raise NotImplementedError
+
+    def _put_observations(
+        self,
+        owner_column: str,
+        owner: str | None,
+        library_id: int,
+        records: Sequence[ObservationRecord],
+        *,
+        replace: bool,
+    ) -> None:
+        """Write a source's observations in the caller's transaction (``owner_column`` is
+        entry_id, code_id or unit); with ``replace`` its earlier ones go first."""
+        if replace:
+            self.conn.execute(
+                f"DELETE FROM observation WHERE library_id = ? AND {owner_column} = ?",
+                (library_id, owner),
+            )
+        if records:
+            self.conn.executemany(
+                f"INSERT INTO observation(library_id, {owner_column}, subject, predicate, object,"
+                " kind, method, path, line, observed_at, source_rev, props) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (library_id, owner, r.subject, r.predicate, r.object, r.kind, r.method,
+                     r.path, r.line, r.observed_at, r.source_rev, _json(r.props))
+                    for r in records
+                ],
+            )  # fmt: skip
+
+    def put_unit_observations(
+        self, library_id: int, unit: str, records: Sequence[ObservationRecord]
+    ) -> None:
+        """Replace what one collected unit (a runtime snapshot, an outside file) observed."""
+        with self.write():
+            self._put_observations("unit", unit, library_id, records, replace=True)
+
+    def observations(self, library_id: int) -> list[ObservationRecord]:
+        rows = self._rows(
+            "SELECT o.subject, o.predicate, o.object, o.kind, o.method, o.path, o.line, "
+            "o.observed_at, o.source_rev, o.props, l.name FROM observation o "
+            "JOIN library l ON l.id = o.library_id WHERE o.library_id = ? ORDER BY o.id",
+            (library_id,),
+        )
+        return [
+            ObservationRecord(*r[:9], props=json.loads(r[9]), library=r[10])  # type: ignore[misc]
+            for r in rows
+        ]
+
+    def observation_digest(self, library_id: int) -> str:
+        """Changes whenever an observation of the library is added or removed."""
+        row = self._rows(
+            "SELECT count(*), coalesce(sum(id), 0), coalesce(max(id), 0) FROM observation "
+            "WHERE library_id = ?",
+            (library_id,),
+        )[0]
+        return f"{row[0]}:{row[1]}:{row[2]}"
+
+    def pairing_digest(self, library_id: int) -> str | None:
+        value = self._one("SELECT digest FROM fact_pairing WHERE library_id = ?", (library_id,))
+        return None if value is None else str(value)
+
+    def put_assertions(
+        self,
+        library_id: int,
+        digest: str,
+        nodes: Sequence[NodeRecord],
+        edges: Sequence[EdgeRecord],
+        when: str,
+    ) -> None:
+        """Replace a library's assertions in one transaction, remembering the digest of the
+        observations they were paired from."""
+        with self.write():
+            self.conn.execute(
+                "DELETE FROM edge WHERE library_id = ? AND root = ?", (library_id, FACTS_ROOT)
+            )
+            self._upsert_nodes(nodes)
+            self.conn.executemany(
+                "INSERT INTO edge(subject, predicate, object, root, confidence, library_id, "
+                "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (e.subject, e.predicate, e.object, FACTS_ROOT, e.confidence, library_id,
+                     e.source_uri, e.line, e.observed_at, e.source_rev, _json(e.props))
+                    for e in edges
+                ],
+            )  # fmt: skip
+            self.conn.execute(
+                "INSERT INTO fact_pairing(library_id, digest, at) VALUES (?, ?, ?) "
+                "ON CONFLICT(library_id) DO UPDATE SET digest = excluded.digest, at = excluded.at",
+                (library_id, digest, when),
+            )
+
+    def facts(self, library_ids: Sequence[int] | None = None) -> list[FactRow]:
+        """Assertions of the facts root (of some libraries), in a stable order."""
+        sql, params = _FACT_SELECT, []
+        if library_ids is not None:
+            sql += f" AND g.library_id IN ({','.join('?' * len(library_ids))})"
+            params = list(library_ids)
+        rows = self._rows(sql + " ORDER BY l.name, g.subject, g.predicate, g.object, g.id", params)
+        return [FactRow(*r[:9], props=json.loads(r[9])) for r in rows]  # type: ignore[misc]
+
+    def fact_counts(self, library_id: int | None = None) -> dict[str, int]:
+        """Assertions by confidence (of one library, or all)."""
+        where, params = ("AND library_id = ?", [library_id]) if library_id is not None else ("", [])
+        rows = self._rows(
+            f"SELECT confidence, count(*) FROM edge WHERE root = 'facts' {where} "
+            "GROUP BY confidence",
+            params,
+        )
+        return {str(c): int(n) for c, n in rows}
+
+    def observation_counts(self, library_id: int | None = None) -> dict[str, int]:
+        """Observations by collection method (of one library, or all)."""
+        where, params = (
+            ("WHERE library_id = ?", [library_id]) if library_id is not None else ("", [])
+        )
+        rows = self._rows(
+            f"SELECT method, count(*) FROM observation {where} GROUP BY method ORDER BY method",
+            params,
+        )
+        return {str(m): int(n) for m, n in rows}
+
+
+def _json(props: dict[str, Any]) -> str:
+    return json.dumps(props, ensure_ascii=False, sort_keys=True) if props else "{}"

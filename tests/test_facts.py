@@ -1,0 +1,644 @@
+"""The facts root: collectors, pairing into confirmed / partial / hypothesis / contradicted,
+conflicts and their resolution, secrets, `ask` with its web fallback.
+
+Everything is real: compose files, ssh configs and READMEs written in tmp_path, a socket
+listening on 127.0.0.1, a stand-in SearXNG server on 127.0.0.1 (the one remote service).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from brainmap import ops
+from brainmap.collectors import compose, narrative, runtime, sshconfig, yamlconf
+from brainmap.config import load, save
+from brainmap.markdown import parse
+from conftest import DATA, run_cli, write
+
+COMPOSE = """\
+services:
+  web:
+    image: example/web:1.2
+    ports:
+      - "8000:8000"
+    depends_on:
+      - redis
+  redis:
+    image: redis
+"""
+README_AGREES = """\
+# Shop
+
+Start it with `docker compose up`, then open http://localhost:8000 in a browser.
+"""
+
+
+def _facts(brain: ops.Brain) -> dict[tuple[str, str, str], ops.facts.Fact]:
+    result = {}
+    for row in brain.store.facts():
+        fact = ops.facts.fact_of(row)
+        result[(fact.subject, fact.predicate, fact.object)] = fact
+    return result
+
+
+def _brain(home: Path, library: Path, name: str = "lab") -> ops.Brain:
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(library)))
+    return brain
+
+
+def _collect(brain: ops.Brain, **kw: object) -> ops.facts.CollectReport:
+    return ops.collect(brain, ops.CollectInput(**kw))
+
+
+# --- collectors ----------------------------------------------------------------------------
+
+
+def test_compose_port_syntaxes() -> None:
+    text = """\
+name: shop
+services:
+  app:
+    ports:
+      - 80:80
+      - "127.0.0.1:8001:81"
+      - "[::1]:6001:6001"
+      - "::1:6002:6002/udp"
+      - "9090-9091:8080-8081"
+      - "3000"
+      - "${PORT:-8080}:82"
+      - "${ADMIN_PORT}:83"
+      - target: 443
+        published: "8443"
+        protocol: tcp
+        host_ip: 0.0.0.0
+    expose: ["5000", "6000-6001/udp"]
+"""
+    found = compose.collect(text, "ignored-folder-name", {"ADMIN_PORT": "9999"})
+    published = {
+        (o.object, o.props["container"], o.props["protocol"], o.props.get("host_ip", ""))
+        for o in found
+        if o.predicate == "publishes"
+    }
+    assert published == {
+        ("port:80", "80", "tcp", ""),  # unquoted 80:80 is not YAML 1.1's sexagesimal 4880
+        ("port:8001", "81", "tcp", "127.0.0.1"),
+        ("port:6001", "6001", "tcp", "::1"),
+        ("port:6002", "6002", "udp", "::1"),
+        ("port:9090", "8080", "tcp", ""),
+        ("port:9091", "8081", "tcp", ""),
+        ("port:8080", "82", "tcp", ""),  # ${PORT:-8080} with PORT unset
+        ("port:9999", "83", "tcp", ""),  # from .env
+        ("port:8443", "443", "tcp", "0.0.0.0"),
+    }
+    exposed = {(o.object, o.props.get("published")) for o in found if o.predicate == "exposes"}
+    assert exposed == {("port:3000", "random"), ("port:5000", None), ("port:6000", None),
+                       ("port:6001", None)}  # fmt: skip
+    assert {o.subject for o in found} == {"service:shop/app"}  # `name:` names the project
+    lines = {o.object: o.line for o in found if o.predicate == "publishes"}
+    assert lines["port:80"] == 5 and lines["port:8443"] == 13
+
+
+def test_compose_env_names_not_values_and_interpolated_default() -> None:
+    text = """\
+services:
+  db:
+    image: postgres:${PG_VERSION:-16}
+    environment:
+      - POSTGRES_PASSWORD=hunter2-inline
+      - POSTGRES_DB
+    ports: ["${DB_PORT:-5432}:5432"]
+"""
+    found = compose.collect(text, "p", {"DB_PORT": "15432"})
+    by_predicate = {(o.predicate, o.object) for o in found}
+    assert ("env_var", "env:POSTGRES_PASSWORD") in by_predicate
+    assert ("env_var", "env:POSTGRES_DB") in by_predicate
+    assert ("image", "image:postgres:16") in by_predicate
+    assert ("publishes", "port:15432") in by_predicate
+    assert "hunter2-inline" not in repr(found)
+
+
+def test_ssh_config_with_include_and_wildcards(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "ssh" / "config",
+        """\
+Include conf.d/*
+Host bastion
+  HostName 203.0.113.7
+  User admin
+Host *.internal !legacy.internal
+  User deploy
+  ProxyJump bastion
+Host legacy.internal
+  HostName 10.0.0.9
+Host *
+  Port 2222
+  IdentityFile ~/.ssh/id_ed25519
+""",
+    )
+    write(
+        tmp_path / "ssh" / "conf.d" / "db",
+        "Host db.internal\n    HostName=10.0.0.5\n    Port 5022\n",
+    )
+    found = sshconfig.collect(config, config.read_text())
+    facts = {(o.subject, o.predicate, o.object) for o in found}
+    assert ("host:db.internal", "hostname", "host:10.0.0.5") in facts
+    assert ("host:db.internal", "port", "port:5022") in facts  # first value wins over Host *
+    assert ("host:db.internal", "user", "user:deploy") in facts  # from the wildcard block
+    assert ("host:db.internal", "proxy_jump", "host:bastion") in facts
+    assert ("host:legacy.internal", "user", "user:deploy") not in facts  # negated pattern
+    assert ("host:legacy.internal", "port", "port:2222") in facts
+    assert ("host:bastion", "identity_file", "keyfile:~/.ssh/id_ed25519") in facts
+    assert not any(s.startswith("host:*") for s, _, _ in facts)  # patterns are not hosts
+    included = next(o for o in found if o.object == "host:10.0.0.5")
+    assert included.props["file"].endswith("conf.d/db") and included.line == 2
+
+
+def test_yaml_config_reads_listeners_not_secrets() -> None:
+    text = """\
+server_name: matrix.example.org
+listeners:
+  - port: 8008
+    bind_addresses: ['::1', '127.0.0.1']
+    type: http
+database:
+  args:
+    password: hunter2-db
+    host: db.internal
+    port: 5432
+registration_shared_secret: shared-s3cret
+"""
+    found = yamlconf.collect(text, "matrix", "homeserver")
+    facts = {(o.subject, o.predicate, o.object) for o in found}
+    assert ("service:matrix/homeserver", "listens_on", "port:8008") in facts
+    assert ("service:matrix/homeserver", "connects_to", "port:5432") in facts
+    assert ("service:matrix/homeserver", "hostname", "host:matrix.example.org") in facts
+    assert "hunter2" not in repr(found) and "s3cret" not in repr(found)
+
+
+def test_narrative_urls_tables_snippets_and_frontmatter() -> None:
+    text = """\
+---
+facts:
+  - homeserver listens_on 8008
+  - {subject: backup, predicate: runs_on, object: "host:nas"}
+  - {subject: db, predicate: password, object: hunter2}
+---
+# App
+
+Open http://admin:pw-in-url@localhost:8080/login?token=abc or `localhost:9090`.
+Docs: https://docs.docker.com/compose/ (a link, not a claim).
+
+```
+services:
+  web:
+    ports:
+      - "8080:80"
+```
+
+```
+$ docker compose ps
+NAME          COMMAND    SERVICE   STATUS    PORTS
+app-web-1     "nginx"    web       running   0.0.0.0:8080->80/tcp, :::8080->80/tcp
+```
+"""
+    found = narrative.collect(text, parse(text, fallback_title="README"), "app")
+    facts = {(o.subject, o.predicate, o.object, o.method) for o in found}
+    assert ("project:app", "serves", "port:8080", "url") in facts
+    assert ("project:app", "serves", "port:9090", "url") in facts
+    assert not any(o.object == "port:443" for o in found)
+    assert ("service:app/web", "publishes", "port:8080", "compose-snippet") in facts
+    assert ("service:app/web", "publishes", "port:8080", "compose-ps") in facts
+    assert ("entity:homeserver", "listens_on", "port:8008", "frontmatter") in facts
+    assert ("entity:backup", "runs_on", "host:nas", "frontmatter") in facts
+    assert not any(o.predicate == "password" for o in found)  # a secret's triplet is dropped
+    url = next(o for o in found if o.method == "url" and o.object == "port:8080")
+    assert url.props["url"] == "http://localhost:8080/login"  # no user info, no query
+    assert url.line == 9
+    ps = [o for o in found if o.method == "compose-ps" and o.predicate == "publishes"]
+    assert len(ps) == 1 and ps[0].line == 22  # the IPv4 and IPv6 twins are one mapping
+
+
+def test_docker_ps_json_reads_labels_ports_and_nothing_else() -> None:
+    lines = "\n".join(json.dumps(row) for row in [
+        {"Names": "shop-web-1", "Image": "example/web:1.2", "State": "running",
+         "Ports": "0.0.0.0:8000->8000/tcp, :::8000->8000/tcp",
+         "Labels": "com.docker.compose.project=shop,com.docker.compose.service=web,"
+                   "vault.token=hunter2-label"},
+        {"Names": "other_cache_1", "Image": "redis:latest", "Ports": "6379/tcp", "Labels": ""},
+    ])  # fmt: skip
+    found = runtime.docker_ps(lines)
+    facts = {(o.subject, o.predicate, o.object) for o in found}
+    assert ("service:shop/web", "publishes", "port:8000") in facts
+    assert ("service:other/cache", "image", "image:redis") in facts  # :latest is the default
+    assert "hunter2" not in repr(found)
+    assert sum(1 for o in found if o.predicate == "publishes") == 1
+
+
+# --- pairing -------------------------------------------------------------------------------
+
+
+def test_config_and_narrative_confirm_one_source_is_a_hypothesis(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(lib / "shop" / "README.md", README_AGREES)
+    brain = _brain(home, lib)
+    report = _collect(brain)
+    facts = _facts(brain)
+    web = facts[("service:shop/web", "publishes", "port:8000")]
+    assert web.confidence == "confirmed"
+    assert {(e.path, e.line, e.kind) for e in web.evidence} == {
+        ("shop/compose.yaml", 5, "config"), ("shop/README.md", 3, "narrative")}  # fmt: skip
+    assert facts[("service:shop/web", "image", "image:example/web:1.2")].confidence == "partial"
+    assert facts[("service:shop/redis", "image", "image:redis")].confidence == "hypothesis"
+    lab = next(r for r in report.libraries if r.library == "lab")
+    assert lab.assertions["confirmed"] >= 1 and lab.observations["compose"] >= 3
+    # re-collecting changes nothing
+    before = {k: v.confidence for k, v in facts.items()}
+    _collect(brain)
+    assert {k: v.confidence for k, v in _facts(brain).items()} == before
+    # the README stops saying it: back to what the compose file alone supports
+    write(lib / "shop" / "README.md", "# Shop\n\nNothing about ports here.\n")
+    _collect(brain)
+    assert _facts(brain)[("service:shop/web", "publishes", "port:8000")].confidence == (
+        "hypothesis"
+    )
+    brain.close()
+
+
+def test_readme_contradicting_its_compose_file_is_audited(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(
+        lib / "shop" / "README.md",
+        """\
+# Shop
+
+```
+$ docker compose ps
+NAME          COMMAND    SERVICE   STATUS    PORTS
+shop-web-1    "run"      web       running   0.0.0.0:8080->8000/tcp
+```
+""",
+    )
+    brain = _brain(home, lib)
+    _collect(brain)
+    facts = _facts(brain)
+    assert facts[("service:shop/web", "publishes", "port:8080")].confidence == "contradicted"
+    declared = facts[("service:shop/web", "publishes", "port:8000")]
+    assert declared.resolved_by == "authority" and declared.confidence == "partial"
+    brain.close()
+    proc = run_cli(home, "audit", "contradict", "--json", check=False)
+    assert proc.returncode == 1  # something was found
+    report = json.loads(proc.stdout)
+    [conflict] = [c for c in report["conflicts"] if "container 8000/tcp" in c["slot"]]
+    assert conflict["resolved_by"] == "authority"
+    sides = {s["object"]: s for s in conflict["sides"]}
+    assert sides["port:8080"]["confidence"] == "contradicted"
+    assert sides["port:8080"]["evidence"][0]["path"] == "shop/README.md"
+    assert sides["port:8080"]["evidence"][0]["line"] == 6
+    assert sides["port:8000"]["evidence"][0]["path"] == "shop/compose.yaml"
+    text = run_cli(home, "audit", "contradict", check=False).stdout
+    assert "shop/README.md:6" in text and "shop/compose.yaml:5" in text and "authority" in text
+
+
+def test_freshness_resolves_sources_of_one_kind_and_equal_age_stays_open(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    old = write(lib / "ops" / "ssh_config", "Host db\n  HostName 10.0.0.5\n")
+    os.utime(old, (1_600_000_000, 1_600_000_000))
+    outside = write(tmp_path / "elsewhere" / "config", "Host db\n  HostName 10.0.0.6\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], source=["ssh"], from_file=str(outside))
+    facts = _facts(brain)
+    newer = facts[("host:db", "hostname", "host:10.0.0.6")]
+    assert newer.resolved_by == "freshness" and newer.confidence == "hypothesis"
+    assert facts[("host:db", "hostname", "host:10.0.0.5")].confidence == "contradicted"
+    # two files of the same kind and the same age: nothing decides, both stay hypotheses
+    same = write(lib / "ops2" / "ssh_config", "Host db\n  HostName 10.0.0.7\n")
+    os.utime(same, (1_600_000_000, 1_600_000_000))
+    outside.write_text("Host other\n  HostName 10.1.1.1\n")
+    _collect(brain, libraries=["lab"], source=["ssh"], from_file=str(outside))
+    _collect(brain)
+    facts = _facts(brain)
+    assert facts[("host:db", "hostname", "host:10.0.0.5")].confidence == "hypothesis"
+    assert facts[("host:db", "hostname", "host:10.0.0.7")].confidence == "hypothesis"
+    conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
+    assert [c.resolved_by for c in conflicts if c.subject == "host:db"] == [None]
+    brain.close()
+
+
+def test_partial_when_another_source_names_the_service_but_not_the_port(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(
+        lib / "shop" / "README.md",
+        """\
+# Shop
+
+```yaml
+services:
+  web:
+    image: example/web:1.2
+```
+""",
+    )
+    brain = _brain(home, lib)
+    _collect(brain)
+    facts = _facts(brain)
+    port = facts[("service:shop/web", "publishes", "port:8000")]
+    assert port.confidence == "partial" and port.partial == "subject"
+    assert facts[("service:shop/web", "image", "image:example/web:1.2")].confidence == ("confirmed")
+    brain.close()
+
+
+def test_a_listening_socket_pairs_with_the_compose_file_declaring_it(
+    home: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        lib = tmp_path / "lab"
+        write(
+            lib / "probe" / "compose.yaml",
+            f'services:\n  probe:\n    image: probe\n    ports:\n      - "{port}:80"\n',
+        )
+        brain = _brain(home, lib)
+        _collect(brain)
+        assert _facts(brain)[("service:probe/probe", "publishes", f"port:{port}")].confidence == (
+            "hypothesis"
+        )
+        report = _collect(brain, source=["runtime"])
+        assert "sockets" in report.libraries[-1].ran
+        facts = _facts(brain)
+    fact = facts[("service:probe/probe", "publishes", f"port:{port}")]
+    assert fact.confidence == "confirmed"
+    assert {e.kind for e in fact.evidence} == {"runtime", "config"}
+    seen = facts[(f"host:{runtime.hostname()}", "listens_on", f"port:{port}")]
+    assert any(e.method == "sockets" and e.process for e in seen.evidence)
+    # the socket is closed: the next runtime collection takes its confirmation away
+    _collect(brain, source=["runtime"])
+    assert _facts(brain)[("service:probe/probe", "publishes", f"port:{port}")].confidence == (
+        "hypothesis"
+    )
+    brain.close()
+
+
+def test_docker_ps_from_a_file_confirms_and_disappearing_downgrades(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "shop-web-1", "Image": "example/web:1.2", "State": "running",
+        "Ports": "0.0.0.0:8000->8000/tcp",
+        "Labels": "com.docker.compose.project=shop,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    brain.close()
+    run_cli(home, "collect")
+    out = run_cli(home, "collect", "lab", "--source", "runtime", "--from", str(ps), "--json")
+    assert json.loads(out.stdout)["libraries"][-1]["observations"]["docker-ps"] >= 3
+    brain = ops.Brain(home)
+    fact = _facts(brain)[("service:shop/web", "publishes", "port:8000")]
+    assert fact.confidence == "confirmed"
+    assert {e.method for e in fact.evidence} == {"docker-ps", "compose"}
+    assert next(e for e in fact.evidence if e.method == "docker-ps").path == str(ps)
+    brain.close()
+    ps.write_text("")  # the container is gone
+    run_cli(home, "collect", "lab", "--source", "runtime", "--from", str(ps))
+    brain = ops.Brain(home)
+    assert _facts(brain)[("service:shop/web", "publishes", "port:8000")].confidence == (
+        "hypothesis"
+    )
+    brain.close()
+    bad = write(tmp_path / "bad.json", "not json\n")
+    proc = run_cli(home, "collect", "lab", "--source", "runtime", "--from", str(bad), check=False)
+    assert proc.returncode != 0 and "line 1" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli(home, "collect", "lab", "-s", "ssh", "-s", "yaml", "--from", str(bad),
+                   check=False)  # fmt: skip
+    assert proc.returncode != 0 and "one source" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli(home, "collect", "lab", "--from", str(tmp_path / "none.json"), check=False)
+    assert proc.returncode != 0 and "no file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_secrets_never_reach_the_database(home: Path, tmp_path: Path) -> None:
+    """RELIABILITY.md item 16: values of environment variables, passwords, tokens and keys
+    found by collectors are not in the database file's bytes."""
+    secrets = ["hunter2-inline-env", "dotenv-s3cret-value", "yaml-db-passw0rd",
+               "shared-secret-xyz", "label-token-abc", "BEGINKEYMATERIAL"]  # fmt: skip
+    lib = tmp_path / "lab"
+    write(
+        lib / "shop" / "compose.yaml",
+        """\
+services:
+  db:
+    image: postgres
+    environment:
+      POSTGRES_PASSWORD: hunter2-inline-env
+      API_TOKEN: ${API_TOKEN}
+    ports: ["${DB_PORT:-5432}:5432"]
+""",
+    )
+    write(lib / "shop" / ".env", "API_TOKEN=dotenv-s3cret-value\nDB_PORT=6543\n")
+    write(
+        lib / "matrix" / "homeserver.yaml",
+        """\
+listeners:
+  - port: 8008
+database:
+  args:
+    password: yaml-db-passw0rd
+    port: 5432
+registration_shared_secret: shared-secret-xyz
+signing_key: |
+  -----BEGIN PRIVATE KEY-----
+  BEGINKEYMATERIAL
+""",
+    )
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "shop-db-1", "Image": "postgres", "Ports": "0.0.0.0:6543->5432/tcp",
+        "Labels": "com.docker.compose.project=shop,com.docker.compose.service=db,"
+                  "secret.token=label-token-abc"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
+    facts = _facts(brain)
+    assert facts[("service:shop/db", "publishes", "port:6543")].confidence == "confirmed"
+    assert ("service:shop/db", "env_var", "env:POSTGRES_PASSWORD") in facts  # the name only
+    brain.close()
+    data = b"".join(p.read_bytes() for p in home.glob("brain.db*"))
+    assert b"POSTGRES_PASSWORD" in data  # the scan reads what was written
+    for secret in secrets:
+        assert secret.encode() not in data, secret
+
+
+def test_facts_are_derived_data(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(lib / "shop" / "README.md", README_AGREES)
+    brain = _brain(home, lib)
+    _collect(brain)
+    before = sorted((k, v.confidence, [(e.path, e.line) for e in v.evidence])
+                    for k, v in _facts(brain).items())  # fmt: skip
+    brain.close()
+    for path in home.glob("brain.db*"):
+        path.unlink()
+    run_cli(home, "reindex", "--no-embed")
+    brain = ops.Brain(home)
+    after = sorted((k, v.confidence, [(e.path, e.line) for e in v.evidence])
+                   for k, v in _facts(brain).items())  # fmt: skip
+    assert after == before and before
+    # deleting the library takes its facts along
+    ops.library_remove(brain, ops.LibraryNameInput(name="lab"))
+    assert brain.store.facts() == [] and brain.store.observation_counts() == {}
+    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    brain.close()
+
+
+# --- ask -----------------------------------------------------------------------------------
+
+
+class _SearXNG(BaseHTTPRequestHandler):
+    mode = "ok"
+    queries: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        type(self).queries.append(self.path)
+        if self.mode == "slow":
+            time.sleep(2)
+        if self.mode == "throttle":
+            self.send_response(429)
+            self.send_header("Retry-After", "30")
+            self.end_headers()
+            return
+        body = json.dumps({"query": "q", "results": [
+            {"title": "Flask Redis", "url": "https://example.org/flask", "content": "port 8000",
+             "engine": "stand-in"}]}).encode()  # fmt: skip
+        if self.mode == "garbage":
+            body = b"<html>not json</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def searxng() -> Iterator[tuple[str, type[_SearXNG]]]:
+    handler = type("Handler", (_SearXNG,), {"mode": "ok", "queries": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/search", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_ask_answers_from_facts_then_info_then_web(
+    home: Path, tmp_path: Path, searxng: tuple[str, type[_SearXNG]]
+) -> None:
+    url, handler = searxng
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(lib / "shop" / "README.md", README_AGREES)
+    write(lib / "notes" / "backups.md", "# Backups\n\nThe nightly backup job runs on the NAS.\n")
+    brain = _brain(home, lib)
+    cfg = load(home)
+    cfg.web.url, cfg.web.timeout_s = url, 1.0
+    save(cfg)
+    brain.close()
+    run_cli(home, "collect")
+    out = json.loads(run_cli(home, "ask", "which port does the web service of shop publish",
+                             "--json").stdout)  # fmt: skip
+    assert out["answer"] == "8000"
+    top = out["facts"][0]
+    assert (top["subject"], top["predicate"], top["object"], top["confidence"]) == (
+        "service:shop/web", "publishes", "port:8000", "confirmed")  # fmt: skip
+    assert {(e["path"], e["line"]) for e in top["evidence"]} == {
+        ("shop/compose.yaml", 5), ("shop/README.md", 3)}  # fmt: skip
+    assert out["web"]["status"] == "skipped" and not handler.queries  # a fact answered
+    assert all(i["confirmed"] is False for i in out["info"])
+    # no fact answers: notes (not confirmed) and the web as a possible second source
+    out = json.loads(run_cli(home, "ask", "where does the nightly backup run", "--json").stdout)
+    assert out["answer"] is None and out["facts"] == []
+    assert out["info"][0]["path"] == "notes/backups.md"
+    assert out["web"]["status"] == "ok" and out["web"]["results"][0]["url"].startswith("https")
+    assert "format=json" in handler.queries[-1]
+    text = run_cli(home, "ask", "where does the nightly backup run").stdout
+    assert "not confirmed" in text and "possible second source" in text
+    for mode, status in (("throttle", "throttled"), ("slow", "unavailable"),
+                         ("garbage", "unavailable")):  # fmt: skip
+        handler.mode = mode
+        out = json.loads(run_cli(home, "ask", "where does the nightly backup run",
+                                 "--json").stdout)  # fmt: skip
+        assert out["web"]["status"] == status, mode
+        assert out["web"]["results"] == []
+    text = run_cli(home, "ask", "where does the nightly backup run").stdout
+    assert "says nothing about the answer" in text
+    handler.queries.clear()
+    out = json.loads(run_cli(home, "ask", "backup", "--no-web", "--json").stdout)
+    assert out["web"]["status"] == "skipped" and not handler.queries
+    out = json.loads(run_cli(home, "ask", "shop web port", "--root", "facts", "--json").stdout)
+    assert out["info"] == [] and out["facts"]
+    out = json.loads(run_cli(home, "ask", "shop web port", "--root", "info", "--json").stdout)
+    assert out["facts"] == [] and out["web"]["status"] == "skipped"
+
+
+def test_ask_with_web_search_off_or_down(home: Path, tmp_path: Path) -> None:
+    brain = _brain(home, write(tmp_path / "lab" / "a.md", "# A\n\ntext\n").parent)
+    result = ops.ask(brain, ops.AskInput(question="anything at all"))
+    assert result.web.status == "disabled"
+    cfg = load(home)
+    cfg.web.url = "http://127.0.0.1:9/search"  # nothing listens on the discard port
+    save(cfg)
+    brain.close()
+    out = json.loads(run_cli(home, "ask", "anything at all", "--json").stdout)
+    assert out["web"]["status"] == "unavailable"
+
+
+@pytest.mark.skipif(not (DATA / "awesome-compose.tar.gz").exists(), reason="needs ../shared")
+def test_awesome_compose_acceptance(home: Path, tmp_path: Path) -> None:
+    """The 39 docker samples as one library: flask-redis publishes 8000, confirmed by its
+    compose file and its README, with line numbers; a README that disagrees is audited."""
+    with tarfile.open(DATA / "awesome-compose.tar.gz") as tar:
+        tar.extractall(tmp_path / "samples", filter="data")
+    brain = _brain(home, tmp_path / "samples", "compose")
+    report = _collect(brain)
+    assert report.libraries[-1].assertions["confirmed"] > 50
+    result = ops.ask(brain, ops.AskInput(
+        question="which port does the web service of flask-redis publish", web=False))  # fmt: skip
+    assert result.answer == "8000"
+    top = result.facts[0]
+    assert top.confidence == "confirmed" and top.subject == "service:flask-redis/web"
+    where = {(e.path, e.line) for e in top.evidence}
+    assert ("flask-redis/compose.yaml", 14) in where
+    assert ("flask-redis/README.md", 26) in where  # the compose snippet in the README
+    assert ("flask-redis/README.md", 57) in where  # its `docker compose ps` row
+    conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
+    vue = next(c for c in conflicts if c.subject == "service:vuejs/web")
+    assert vue.resolved_by == "authority"
+    assert {s.object: s.confidence for s in vue.sides}["port:80"] == "contradicted"
+    brain.close()
