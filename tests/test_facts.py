@@ -225,7 +225,7 @@ app-web-1     "nginx"    web       running   0.0.0.0:8080->80/tcp, :::8080->80/t
     assert ("entity:backup", "runs_on", "host:nas", "frontmatter") in facts
     assert not any(o.predicate == "password" for o in found)  # a secret's triplet is dropped
     url = next(o for o in found if o.method == "url" and o.object == "port:8080")
-    assert url.props["url"] == "http://localhost:8080/login"  # no user info, no query
+    assert url.props["url"] == "http://localhost:8080"  # no user info, no path, no query
     assert url.line == 9
     ps = [o for o in found if o.method == "compose-ps" and o.predicate == "publishes"]
     assert len(ps) == 1 and ps[0].line == 22  # the IPv4 and IPv6 twins are one mapping
@@ -637,8 +637,150 @@ def test_awesome_compose_acceptance(home: Path, tmp_path: Path) -> None:
     assert ("flask-redis/compose.yaml", 14) in where
     assert ("flask-redis/README.md", 26) in where  # the compose snippet in the README
     assert ("flask-redis/README.md", 57) in where  # its `docker compose ps` row
+    both = ops.ask(brain, ops.AskInput(question="which port does flask-redis publish", web=False))
+    assert both.answer == "6379, 8000"  # no service named: both of the project's
     conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
     vue = next(c for c in conflicts if c.subject == "service:vuejs/web")
     assert vue.resolved_by == "authority"
     assert {s.object: s.confidence for s in vue.sides}["port:80"] == "contradicted"
+    brain.close()
+
+
+# --- hostile and unusual input (review findings) ---------------------------------------------
+
+
+def test_hostile_config_files_never_stop_a_reindex(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(
+        lib / "deep" / "compose.yaml", "services: {web: {ports: " + "[" * 3000 + "]" * 3000 + "}}"
+    )
+    write(lib / "bomb" / "compose.yaml", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)) + "services: {web: {image: *i}}\n")  # fmt: skip
+    write(lib / "odd" / "compose.yaml", 'services:\n  web:\n    image: "\\ud800x"\n'
+          "    ports: [{published: [1, 2], target: {a: b}}, 99999, '0:80', '70000-70010:80']\n"
+          "    depends_on: {db: {condition: service_started}}\n  7: {}\n")  # fmt: skip
+    write(
+        lib / "odd" / "README.md",
+        '# Odd\n\n```yaml\nservices:\n  web:\n    image: "\\ud800"\n```\n',
+    )
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    brain = _brain(home, lib)
+    brain.close()
+    run_cli(home, "reindex", "--no-embed")
+    brain = ops.Brain(home)
+    facts = _facts(brain)
+    assert ("service:shop/web", "publishes", "port:8000") in facts  # the others still count
+    assert ("service:odd/web", "depends_on", "service:odd/db") in facts
+    hits = ops.search(brain, ops.SearchInput(query="Odd", mode="bm25")).hits
+    assert hits and hits[0].path == "odd/README.md"  # the note is searchable, not half-written
+    brain.close()
+
+
+def test_a_failed_write_inside_a_batch_leaves_nothing_half_written(home: Path) -> None:
+    from brainmap.store import EntryRecord, ObservationRecord, Store
+
+    home.mkdir(parents=True)
+    with Store(home / "brain.db") as store:
+        library_id = store.ensure_library("lab", str(home), "project")
+        entry = EntryRecord("e1", library_id, "a.md", "A", "note", None, [], [], None, None,
+                            "2026-01-01", "h", 1, 1, 1, "2026-01-01", None, {}, [])  # fmt: skip
+        bad = ObservationRecord("entity:a", "is", "x\ud800", "narrative", "frontmatter", "a.md",
+                                1, "2026-01-01", None)  # fmt: skip
+        with store.write():
+            with pytest.raises(UnicodeEncodeError):
+                store.put_entry(entry, [], new=True, observations=[bad])
+            store.mark_indexed(library_id, "2026-01-02")  # the batch goes on
+        assert store.entry("e1") is None and store.observation_counts() == {}
+
+
+def test_secrets_in_hostile_places_are_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BRAINMAP_PROBE", "environ-leak-value")
+    env = {"DB_PASSWORD": "s3cr3t-env", "API_TOKEN": "tok-123", "TAG": "1.2"}
+    found = compose.collect(
+        "services:\n  app:\n    image: reg/app:${TAG}-${DB_PASSWORD}\n"
+        "    container_name: c-${API_TOKEN}\n    volumes: ['${API_TOKEN}:/x', "
+        "'//user:cifs-pass@server/share:/mnt']\n", "p", env)  # fmt: skip
+    assert "s3cr3t" not in repr(found) and "tok-123" not in repr(found)
+    assert "cifs-pass" not in repr(found)
+    assert any(o.object == "image:reg/app:1.2-" for o in found)  # safe variables still work
+    found = yamlconf.collect(
+        "redis:\n  address: redis://:Sup3rPw@redis.internal\n  port: 6379\n"
+        "database:\n  args:\n    host: postgres://syn:DbPw1@db/x\n    port: 5432\n", "m", "hs")  # fmt: skip
+    assert "Sup3rPw" not in repr(found) and "DbPw1" not in repr(found)
+    config = write(tmp_path / "ssh" / "config", "Host evil\n  Include /proc/self/environ\n")
+    assert "environ-leak-value" not in repr(sshconfig.collect(config, config.read_text()))
+    text = "---\nfacts:\n  - api_token equals abc123xyz\n  - {subject: admin, predicate: is, object: password hunter4}\n---\n# X\n"
+    found = narrative.collect(text, parse(text, fallback_title="X"), "p")
+    assert "abc123xyz" not in repr(found) and "hunter4" not in repr(found)
+
+
+def test_ssh_include_inside_a_host_block_and_separators(tmp_path: Path) -> None:
+    write(tmp_path / "ssh" / "extra", "Host other\n  User bob\n")
+    config = write(tmp_path / "ssh" / "config",
+                   "Host a\n  Include extra\n  User alice\nHost = eq\n\tHostName\t10.1.1.1\n")  # fmt: skip
+    facts = {
+        (o.subject, o.predicate, o.object) for o in sshconfig.collect(config, config.read_text())
+    }
+    assert ("host:a", "user", "user:alice") in facts  # after the Include, still in `Host a`
+    assert ("host:other", "user", "user:bob") in facts
+    assert ("host:other", "user", "user:alice") not in facts
+    assert ("host:eq", "hostname", "host:10.1.1.1") in facts
+
+
+def test_projects_overrides_merge_keys_and_container_names(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "a" / "app" / "compose.yaml", "services:\n  web:\n    ports: ['8080:80']\n")
+    write(lib / "b" / "app" / "compose.yaml", "services:\n  web:\n    ports: ['9090:80']\n")
+    write(lib / "c" / "compose.yaml", "services:\n  web:\n    ports: ['8080:80']\n")
+    old = write(lib / "c" / "compose.prod.yaml", "services:\n  web:\n    ports: ['80:80']\n")
+    os.utime(old, (1_600_000_000, 1_600_000_000))
+    write(
+        lib / "d" / "compose.yaml",
+        """\
+x-base: &base
+  image: shared/base
+  ports: ['7000:7000']
+services:
+  web:
+    <<: *base
+  proxy:
+    image: nginx
+    container_name: web
+""",
+    )
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "d-web-1", "Image": "shared/base", "Ports": "0.0.0.0:7000->7000/tcp",
+        "Labels": "com.docker.compose.project=d,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
+    facts = _facts(brain)
+    assert facts[("service:a/app/web", "publishes", "port:8080")].confidence == "hypothesis"
+    assert facts[("service:b/app/web", "publishes", "port:9090")].confidence == "hypothesis"
+    assert facts[("service:c/web", "publishes", "port:80")].confidence == "hypothesis"
+    assert ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts == []
+    web = facts[("service:d/web", "publishes", "port:7000")]  # the merge key's ports
+    assert web.confidence == "confirmed"  # the label says web: not proxy's container_name
+    brain.close()
+
+
+def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "README.md", README_AGREES)
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "shop-web-1", "Image": "x", "Ports": "0.0.0.0:8000->80/tcp",
+        "Labels": "com.docker.compose.project=shop,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], from_file=str(ps))  # the source is told from the content
+    fact = _facts(brain)[("service:shop/web", "publishes", "port:8000")]
+    assert fact.confidence == "partial" and fact.partial == "undeclared"
+    text = (
+        "# T\n\nGive each service a name and list its ports below.\n| NAME | PORTS |\n|---|---|\n"
+    )
+    assert narrative.collect(text, parse(text, fallback_title="T"), "p") == []
     brain.close()

@@ -42,7 +42,7 @@ DEFAULT_FACTS = {
         "**/compose.*.yaml", "**/compose.*.yml", "**/docker-compose.*.yaml",
         "**/docker-compose.*.yml",
     ],
-    "ssh": ["**/ssh_config", "**/ssh/config", "**/*.ssh_config", "**/ssh_config.d/*"],
+    "ssh": ["**/ssh_config", "**/ssh/config", "**/*.ssh_config"],  # Include is followed
     "yaml": ["**/homeserver.yaml", "**/homeserver.yml"],
 }  # fmt: skip
 GLOBAL_LIBRARY = "brain"

@@ -22,7 +22,7 @@ import datetime as dt
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from brainmap.collectors import (
@@ -49,6 +49,9 @@ AUTHORITY = {RUNTIME: 3, CONFIG: 2, NARRATIVE: 1}
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
+# Claims with a part that names the service: another source naming the service makes them
+# partial (the service, not the port); a volume or a variable is not such a claim.
+_MULTI_PART = {PUBLISHES, "exposes", LISTENS_ON, IMAGE}
 
 Claim = tuple[str, str, str, str]  # subject, predicate, object, detail (container/protocol)
 
@@ -71,7 +74,18 @@ def _detail(obs: ObservationRecord) -> str:
 
 
 def _source(obs: ObservationRecord) -> str:
+    """Who states an observation, for conflicts: a file, except that the compose files of one
+    folder are one declaration (an override file adds to its base file, it does not
+    contradict it)."""
+    if obs.method == "compose":
+        return f"compose:{obs.path.rpartition('/')[0]}"
     return f"{obs.method}:{obs.path}"
+
+
+def split_service(key: str) -> tuple[str, str]:
+    """``service:samples/app/web`` -> (``samples/app``, ``web``)."""
+    project, _, service = key.removeprefix("service:").rpartition("/")
+    return project, service
 
 
 def _time(obs: ObservationRecord) -> str:
@@ -80,7 +94,7 @@ def _time(obs: ObservationRecord) -> str:
 
 def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[EdgeRecord]]:
     """The assertions (nodes and facts-root edges) that a library's observations support."""
-    observations = _resolve_container_names(observations)
+    observations = _canonical_subjects(observations)
     claims: dict[Claim, _State] = defaultdict(_State)
     endpoints: list[ObservationRecord] = []  # "open localhost:8000" and listening sockets
     for obs in observations:
@@ -106,9 +120,11 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
             confidence = CONTRADICTED
         elif state.unresolved:
             confidence = HYPOTHESIS
-        elif len(kinds) >= 2:
+        elif CONFIG in kinds and len(kinds) >= 2:
             confidence = CONFIRMED
-        elif subject_kinds[subject] - kinds and not subject.startswith("project:"):
+        elif len(kinds) >= 2:  # runtime and docs agree, and nothing declares it
+            confidence, partial = PARTIAL, "undeclared"
+        elif predicate in _MULTI_PART and subject_kinds[subject] - kinds:
             confidence, partial = PARTIAL, "subject"
         elif {o.kind for o in state.port_only} - kinds:
             confidence, partial = PARTIAL, "port"
@@ -121,27 +137,33 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
     return list(nodes.values()), edges
 
 
-def _resolve_container_names(observations: list[ObservationRecord]) -> list[ObservationRecord]:
-    """A table or a runtime row may name a service by its ``container_name``: use the service
-    the config declares under that name."""
+def _canonical_subjects(observations: list[ObservationRecord]) -> list[ObservationRecord]:
+    """Name each service as the config does. A terminal table or a runtime row without
+    compose labels may name it by its ``container_name`` (``from_name``); docker names a
+    project after its folder's last part, where the config uses the folder's path."""
     names: dict[tuple[str, str], str] = {}
+    declared: dict[str, set[str]] = defaultdict(set)  # last path part -> config projects
     for obs in observations:
-        if obs.predicate == CONTAINER_NAME and obs.kind == CONFIG:
-            project = obs.subject.removeprefix("service:").partition("/")[0]
+        if obs.kind != CONFIG or not obs.subject.startswith("service:"):
+            continue
+        project, _ = split_service(obs.subject)
+        declared[project.rpartition("/")[2]].add(project)
+        if obs.predicate == CONTAINER_NAME:
             names[(project, obs.object.removeprefix("container:"))] = obs.subject
-    if not names:
-        return observations
     out = []
     for obs in observations:
-        project, _, name = obs.subject.removeprefix("service:").partition("/")
-        target = names.get((project, name)) if obs.subject.startswith("service:") else None
-        if target and target != obs.subject and obs.kind != CONFIG:
-            out.append(ObservationRecord(
-                target, obs.predicate, obs.object, obs.kind, obs.method, obs.path, obs.line,
-                obs.observed_at, obs.source_rev, {**obs.props, "named": name}, obs.library,
-            ))  # fmt: skip
-        else:
-            out.append(obs)
+        target = obs.subject
+        if obs.kind != CONFIG and target.startswith("service:"):
+            project, name = split_service(target)
+            if project not in declared.get(project.rpartition("/")[2], ()):
+                matches = declared.get(project, set())  # config projects with this last part
+                if len(matches) == 1:
+                    project = next(iter(matches))
+                    target = f"service:{project}/{name}"
+            if obs.props.get("from_name"):
+                target = names.get((project, name), target)
+        renamed = {**obs.props, "named": obs.subject}
+        out.append(obs if target == obs.subject else replace(obs, subject=target, props=renamed))
     return out
 
 
@@ -157,8 +179,11 @@ def _attribute(endpoints: list[ObservationRecord], claims: dict[Claim, _State]) 
     for obs in endpoints:
         candidates = by_port.get(obs.object, [])
         if obs.subject.startswith("project:"):
-            prefix = "service:" + obs.subject.removeprefix("project:") + "/"
-            candidates = [c for c in candidates if c[0].startswith(prefix)]
+            project = obs.subject.removeprefix("project:")
+            candidates = [c for c in candidates if split_service(c[0])[0] == project]
+        if obs.method == "sockets":  # a UDP socket says nothing about a TCP port
+            proto = str(obs.props.get("protocol", "tcp"))
+            candidates = [c for c in candidates if c[3].rpartition("/")[2] in ("", proto)]
         services = {c[0] for c in candidates}
         if not services and obs.subject.startswith("project:"):
             claims[(obs.subject, obs.predicate, obs.object, "")].support.append(obs)
@@ -187,17 +212,18 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
     against the declared ports of that project.
     """
     slots: dict[str, list[Claim]] = defaultdict(list)
-    declared: dict[str, list[ObservationRecord]] = defaultdict(list)
+    declared: dict[str, list[Claim]] = defaultdict(list)  # project -> its declared mappings
     for claim, state in claims.items():
         subject, predicate, obj, detail = claim
         if predicate == PUBLISHES:
             slots[f"{subject} {predicate} container {detail}"].append(claim)
             if subject.startswith("service:"):
-                project = subject.removeprefix("service:").partition("/")[0]
+                project = split_service(subject)[0]
                 proto = detail.rpartition("/")[2]
                 ip = _host_ip(claim, state)
                 slots[f"project:{project} host port {label(obj)}/{proto} on {ip}"].append(claim)
-                declared[project] += [o for o in state.support if o.kind != NARRATIVE]
+                if any(o.kind != NARRATIVE for o in state.support):
+                    declared[project].append(claim)
         elif predicate in SINGLE_VALUED:
             slots[f"{subject} {predicate}"].append(claim)
     for slot, members in slots.items():
@@ -218,16 +244,25 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
                 if claim not in by_source[_source(obs)] and _source(obs) not in mine
             ]
             _dispute(state, slot, against)
+        if any(claims[c].against for c in members):  # every side shows in the audit
+            for claim in members:
+                claims[claim].slots.append(slot)
     for claim in sorted(unclaimed):
         project = claim[0].removeprefix("project:")
-        _dispute(claims[claim], f"project:{project} published ports", declared.get(project, []))
+        slot = f"project:{project} published ports"
+        against = [
+            o for d in declared.get(project, []) for o in claims[d].support if o.kind != NARRATIVE
+        ]
+        if against:
+            _dispute(claims[claim], slot, against)
+            for other in [claim, *declared[project]]:  # the declared side beside the loser
+                claims[other].slots.append(slot)
 
 
 def _dispute(state: _State, slot: str, against: list[ObservationRecord]) -> None:
     if not against or not state.support:
         return
     state.against += against
-    state.slots.append(slot)
     rule, wins = _resolve(state.support, against)
     if rule is None:
         state.unresolved = True
@@ -310,9 +345,10 @@ def _edge(
         props["partial"] = partial
         if partial == "port":
             props["port_only"] = _cite(state.port_only)
+    if state.slots:
+        props["conflict"] = sorted(set(state.slots))
     if state.against:
         props["against"] = _cite(state.against)
-        props["conflict"] = sorted(set(state.slots))
         props["resolved_by"] = state.lost or state.won  # None: unresolved
     first = cited[0]
     return EdgeRecord(
@@ -347,7 +383,7 @@ def describe(subject: str, predicate: str, obj: str, detail: str = "") -> str:
     """A sentence for one assertion: ``service web of flask-redis publishes port 8000``."""
     kind, _, name = subject.partition(":")
     if kind == "service" and "/" in name:
-        project, _, service = name.partition("/")
+        project, service = split_service(subject)
         who = f"service {service} of {project}"
     else:
         who = f"{kind} {name}"
@@ -364,7 +400,7 @@ def describe(subject: str, predicate: str, obj: str, detail: str = "") -> str:
 def describe_key(key: str) -> str:
     kind, sep, name = key.partition(":")
     if kind == "service" and "/" in name:
-        project, _, service = name.partition("/")
+        project, service = split_service(key)
         return f"service {service} of {project}"
     return f"{kind} {name}" if sep else key
 
@@ -459,6 +495,7 @@ def fact_of(row: FactRow) -> Fact:
 
 @dataclass
 class ConflictSide:
+    subject: str
     object: str
     what: str
     confidence: str
@@ -488,11 +525,13 @@ def contradictions(facts: list[FactRow]) -> list[Conflict]:
             slots[(row.library, slot)].append(row)
     out = []
     for (library, slot), rows in sorted(slots.items()):
-        rules = {r.props.get("resolved_by") for r in rows}
-        winner = next((r for r in rows if r.confidence != CONTRADICTED and
-                       r.props.get("resolved_by")), None)  # fmt: skip
+        disputed = [r for r in rows if r.props.get("against")]
+        rules = {r.props.get("resolved_by") for r in disputed}
+        rule = None if None in rules or not rules else min(str(r) for r in rules)
+        winners = [r for r in rows if r.confidence != CONTRADICTED] if rule else []
         sides = [
             ConflictSide(
+                r.subject,
                 r.object,
                 str(r.props.get("what", "")),
                 r.confidence,
@@ -507,8 +546,8 @@ def contradictions(facts: list[FactRow]) -> list[Conflict]:
                 slot,
                 rows[0].subject,
                 rows[0].predicate,
-                None if None in rules else min(r for r in rules if r),
-                str(winner.props.get("what")) if winner else None,
+                rule,
+                "; ".join(str(r.props.get("what")) for r in winners) or None,
                 sides,
             )
         )
@@ -575,16 +614,24 @@ def answer(question: str, facts: list[FactRow], limit: int = 10) -> list[FactRow
     asks_predicate = {p for p, ws in PREDICATE_WORDS.items() if ws & asked}
     scored = []
     for fact in facts:
-        subject_words = words(label(fact.subject))
-        matched = subject_words & asked
+        if fact.subject.startswith("service:"):
+            # "web of flask-redis": words the project's name uses up do not name a service
+            # too, so flask-redis's redis service does not outrank its web service
+            project, service = split_service(fact.subject)
+            project_words, service_words = words(project.rpartition("/")[2]), words(service)
+            rest = asked - project_words if project_words <= asked else asked
+            matched = len(project_words & asked) + len(service_words & rest)
+            size = len(project_words) + len(service_words)
+        else:
+            subject_words = words(label(fact.subject))
+            matched, size = len(subject_words & asked), len(subject_words)
         object_hit = bool(words(label(fact.object)) & asked)
         if not matched and not object_hit:
             continue
-        on_topic = not asks_predicate or fact.predicate in asks_predicate
-        if not on_topic:
+        if asks_predicate and fact.predicate not in asks_predicate:
             continue
-        coverage = len(matched) / len(subject_words) if subject_words else 0.0
-        scored.append(((len(matched) + object_hit, coverage), fact))
+        coverage = matched / size if size else 0.0
+        scored.append(((matched + object_hit, coverage), fact))
     if not scored:
         return []
     best = max(score for score, _ in scored)

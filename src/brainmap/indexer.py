@@ -297,8 +297,9 @@ def index_library(
                 ):
                     batch.tick()
                     _index_code(
-                        store, lib, library_id, found, old_code, has_git, full, report, sources
-                    )
+                        store, lib, library_id, found, old_code, has_git, full, report, sources,
+                        projects,
+                    )  # fmt: skip
                 continue
             report.files += 1
             seen.add(found.rel)
@@ -460,7 +461,11 @@ def _index_file(
         for ch in parsed.chunks
     ]
     graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
-    said = narrative.collect(text, parsed, projects(found.rel))
+    try:
+        said = narrative.collect(text, parsed, projects(found.rel))
+    except Exception as exc:  # a collector bug must not keep the note out of the info root
+        said = []
+        record.warnings.append(f"facts not read: {type(exc).__name__}: {exc}")
     observations = records(said, found.rel, mtime_iso, source_rev)
     store.put_entry(
         record, chunks, rewrite=full, new=old is None, graph=graph, observations=observations
@@ -491,6 +496,7 @@ def _index_code(
     full: bool,
     report: LibraryReport,
     fact_sources: dict[str, PathFilter],
+    projects: ProjectFinder,
 ) -> None:
     """Record a code file with the ``Brain:`` breadcrumbs in it and, for a config file (compose,
     ssh, YAML), what it declares (unreadable files are left)."""
@@ -515,9 +521,11 @@ def _index_code(
     observations = []
     for source, paths in fact_sources.items():
         if paths.wants(found.rel):
-            with suppress(DecodeError):
+            # an unreadable or hostile config file gives no facts; it never stops the reindex
+            with suppress(Exception):
                 text = decode(data)[0]
-                said = config_observations(source, found.path, found.rel, text, lib.name)
+                project = projects(found.rel)
+                said = config_observations(source, found.path, found.rel, text, project)
                 observations = records(said, found.rel, mtime_iso, source_rev)
             break
     observed_at = _now()

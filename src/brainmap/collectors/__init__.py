@@ -48,12 +48,18 @@ PORT = "port"  # ssh port of a host alias
 IDENTITY_FILE = "identity_file"  # a path, never the key
 CONNECTS_TO = "connects_to"  # a config's client side: a database or upstream host/port
 
-# A predicate naming a secret, or a value that assigns one ("password=...", a PEM block)
-_SECRET_NAME = r"pass(?:word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential"
+# A name that says "secret" (a predicate, a subject, a frontmatter value), or a value that
+# assigns one ("password=...", a PEM block)
+_SECRET_NAME = (
+    r"pass(?:word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential|"
+    r"\bpw\b|\bpwd\b|\bpass\b"
+)
 _SECRET = re.compile(_SECRET_NAME, re.IGNORECASE)
 _SECRET_VALUE = re.compile(
     rf"(?:{_SECRET_NAME})\w*\s*[=:]|-----BEGIN [A-Z ]*PRIVATE KEY", re.IGNORECASE
 )
+# user:password@ in URLs and in //server/share paths
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)[^\s/@]*@")
 
 
 @dataclass(slots=True)
@@ -74,27 +80,39 @@ class Observation:
 
 def keep(obs: Observation) -> bool:
     """False for a triplet that names or carries a secret: it is dropped at collection."""
-    if _SECRET.search(obs.predicate):
+    if _SECRET.search(obs.predicate) or _SECRET.search(obs.subject):
+        return False
+    if obs.method == "frontmatter" and _SECRET.search(obs.object):  # written by hand
         return False
     values = [obs.object, *(str(v) for v in obs.props.values())]
     return not any(_SECRET_VALUE.search(v) for v in values)
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a variable or key name says it holds a secret (``DB_PASSWORD``, ``API_TOKEN``)."""
+    return _SECRET.search(name) is not None
+
+
+def scrub(text: str) -> str:
+    """``scheme://user:password@host`` -> ``scheme://host``."""
+    return _USERINFO.sub(r"\1", text) if "@" in text else text
+
+
 def only_safe(observations: list[Observation]) -> list[Observation]:
-    return [o for o in observations if keep(o)]
+    """The observations without secrets: user info removed, secret-bearing triplets dropped."""
+    out = []
+    for obs in observations:
+        obs.subject, obs.object = scrub(obs.subject), scrub(obs.object)
+        obs.props = {k: scrub(v) if isinstance(v, str) else v for k, v in obs.props.items()}
+        if keep(obs):
+            out.append(obs)
+    return out
 
 
 def project_name(raw: str) -> str:
     """A compose project name as docker compose derives it from a folder name."""
     name = re.sub(r"[^a-z0-9_-]", "", raw.lower())
     return name or "default"
-
-
-def project_of(rel: str, library: str) -> str:
-    """The project a file in a library belongs to: its folder's name (the library's name for
-    files at the top), as ``docker compose`` names a project after the compose file's folder."""
-    folder = rel.rpartition("/")[0]
-    return project_name(folder.rpartition("/")[2] if folder else library)
 
 
 def service_key(project: str, service: str) -> str:

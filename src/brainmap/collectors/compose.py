@@ -18,10 +18,12 @@ from brainmap.collectors import (
     VOLUME,
     Observation,
     image_key,
+    is_secret_name,
     only_safe,
     parse_port,
     port_key,
     project_name,
+    scrub,
     service_key,
 )
 from brainmap.collectors.yamltree import Node, parse
@@ -81,7 +83,8 @@ def collect(
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
         return []
-    env = env or {}
+    # a variable whose name says secret is never substituted: its value must not be stored
+    env = {k: v for k, v in (env or {}).items() if not is_secret_name(k)}
     name = root.get("name")
     if name is not None and name.text:
         project = project_name(interpolate(name.text, env))
@@ -165,7 +168,7 @@ def _volume(item: Node, env: Mapping[str, str]) -> tuple[str, str]:
             interpolate(source.text or "", env) if source else "",
             interpolate(target.text or "", env) if target else "",
         )
-    parts = interpolate(item.text or "", env).split(":")
+    parts = scrub(interpolate(item.text or "", env)).split(":")  # //user:pw@server/share
     if len(parts) == 1:
         return "", parts[0]  # an anonymous volume: nothing named to point at
     if len(parts) > 2 and len(parts[0]) == 1:  # a Windows drive letter: C:\data:/data
@@ -197,7 +200,7 @@ def _ports(item: Node, env: Mapping[str, str]) -> list[tuple[str, str | None, st
             return interpolate(node.text or "", env) if node is not None else ""
 
         return _mapping(field("host_ip"), field("published"), field("target"),
-                        field("protocol") or "tcp")  # fmt: skip
+                        (field("protocol") or "tcp").lower())  # fmt: skip
     spec = interpolate(item.text or "", env).strip()
     spec, _, proto = spec.partition("/")
     host_ip = ""
@@ -205,15 +208,16 @@ def _ports(item: Node, env: Mapping[str, str]) -> list[tuple[str, str | None, st
         host_ip, _, spec = spec[1:].partition("]")
         spec = spec.lstrip(":")
     parts = spec.split(":")
-    if len(parts) > 3:  # an unbracketed IPv6 address: ::1:8080:80
+    if len(parts) > 3:  # an unbracketed IPv6 address: ::1:8080:80, ::8080:80
         host_ip, parts = ":".join(parts[:-2]), parts[-2:]
+        host_ip = "::" if host_ip == ":" else host_ip
     if len(parts) == 3:
         host_ip, published, target = parts
     elif len(parts) == 2:
         published, target = parts
     else:
         published, target = "", parts[0]
-    return _mapping(host_ip, published, target, proto or "tcp")
+    return _mapping(host_ip, published, target, (proto or "tcp").lower())
 
 
 def _mapping(

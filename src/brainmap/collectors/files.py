@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from brainmap.collectors import (
-    Observation,
-    compose,
-    project_name,
-    project_of,
-    sshconfig,
-    yamlconf,
-)
+from brainmap.collectors import Observation, compose, project_name, sshconfig, yamlconf
 
 MAX_ENV_BYTES = 1_000_000
 COMPOSE_NAMES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
 
 
 class ProjectFinder:
-    """The project a markdown file speaks about: that of the nearest folder above it (itself
-    included) holding a compose file, else its own folder's. A README in ``app/frontend/``
-    of a sample whose compose file is in ``app/`` is about project ``app``."""
+    """The project a file speaks about: that of the nearest folder above it (itself included)
+    holding a compose file, else its own folder's. A project is named by the compose file's
+    ``name:``, else by its folder's path in the library (``app``, ``samples/app``; the library's
+    name at the top), so that two ``app`` folders are two projects. A README in
+    ``app/frontend/`` beside a compose file in ``app/`` is about project ``app``."""
 
     def __init__(self, root: Path, library: str) -> None:
         self.root = root
@@ -28,33 +24,44 @@ class ProjectFinder:
         self._cache: dict[str, str | None] = {}
 
     def __call__(self, rel: str) -> str:
-        folder = rel.rpartition("/")[0]
+        folder = own = rel.rpartition("/")[0]
         while True:
             found = self._compose_project(folder)
             if found is not None:
                 return found
             if not folder:
-                return project_of(rel, self.library)
+                return self.folder_id(own)
             folder = folder.rpartition("/")[0]
+
+    def folder_id(self, folder: str) -> str:
+        if not folder:
+            return project_name(self.library)
+        return "/".join(project_name(part) for part in folder.split("/"))
 
     def _compose_project(self, folder: str) -> str | None:
         if folder not in self._cache:
             base = self.root / folder if folder else self.root
-            has = any((base / name).is_file() for name in COMPOSE_NAMES)
-            name = folder.rpartition("/")[2] if folder else self.library
-            self._cache[folder] = project_name(name) if has else None
+            found: str | None = None
+            for name in COMPOSE_NAMES:
+                try:
+                    head = (base / name).read_bytes()[:65536].decode("utf-8", "replace")
+                except OSError:
+                    continue
+                named = re.search(r"^name:\s*['\"]?([A-Za-z0-9_.-]+)", head, re.MULTILINE)
+                found = project_name(named.group(1)) if named else self.folder_id(folder)
+                break
+            self._cache[folder] = found
         return self._cache[folder]
 
 
 def config_observations(
-    source: str, path: Path, rel: str, text: str, library: str
+    source: str, path: Path, rel: str, text: str, project: str
 ) -> list[Observation]:
     """Observations of a declared-config file; ``source`` is compose, ssh or yaml."""
-    project = project_of(rel, library)
     if source == "compose":
         return compose.collect(text, project, _dotenv(path.parent / ".env"))
     if source == "ssh":
-        return sshconfig.collect(path, text)
+        return sshconfig.collect(path, text, rel)
     if source == "yaml":
         return yamlconf.collect(text, project, path.name.rsplit(".", 1)[0])
     raise ValueError(f"unknown config source {source!r}")

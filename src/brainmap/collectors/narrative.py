@@ -40,6 +40,9 @@ _KINDS = {"service", "host", "port", "image", "network", "volume", "env", "user"
 # literal prefix, which the regex engine scans for quickly.
 _LOCAL_NAMES = ("localhost", "127.0.0.1", "0.0.0.0", "[::1]", "host.docker.internal")
 _PORT_URL = re.compile(r"://[^\s/]*:\d")
+# A terminal table's header: upper-case NAME(S) and PORTS columns set apart by 2+ spaces
+_TABLE_HEADER = re.compile(r"^\s*(?=.*\bNAMES?\b)(?=.*\bPORTS\b)[A-Z][A-Z ]*\s{2,}[A-Z][A-Z ]*$")
+_RUNNING = re.compile(r"\b(Up|running|Running|Exited|exited|healthy)\b")
 MAX_OBSERVATIONS = 2_000  # per file: a page of generated URLs must not flood the facts
 
 
@@ -77,7 +80,7 @@ def collect(text: str, entry: Entry, project: str) -> list[Observation]:
 def _endpoints(line: str, number: int, project: str, out: list[Observation]) -> None:
     seen: set[tuple[str, int]] = set()
     for m in _URL.finditer(line):
-        scheme, host, raw_port, path = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+        scheme, host, raw_port = m.group(1), m.group(2), m.group(3)
         port = parse_port(raw_port) if raw_port else _DEFAULT_PORTS.get(scheme)
         local = host.lower() in LOCAL_HOSTS
         if port is None or not (local or raw_port):  # a docs link is not a claim about a port
@@ -85,7 +88,8 @@ def _endpoints(line: str, number: int, project: str, out: list[Observation]) -> 
         if (host.lower(), port) in seen:  # [http://x:1](http://x:1)
             continue
         seen.add((host.lower(), port))
-        url = f"{scheme}://{host}{':' + raw_port if raw_port else ''}{path}"
+        # scheme, host and port only: paths can carry tokens (/reset/<token>, webhook ids)
+        url = f"{scheme}://{host}{':' + raw_port if raw_port else ''}"
         subject = f"project:{project}" if local else f"host:{host.lower()}"
         out.append(Observation(subject, SERVES, port_key(port), number, "url",
                                {"host": host.lower(), "url": url}))  # fmt: skip
@@ -106,13 +110,12 @@ def _tables(
     n = start
     while n < len(lines):
         header = lines[n]
-        upper = header.upper()
-        if "PORTS" not in upper or "NAME" not in upper or n in used:
+        if not _TABLE_HEADER.search(header) or n in used:
             n += 1
             continue
         used.add(n)
         service_col = _column(header, "SERVICE")
-        names_last = re.search(r"\bNAMES\s*$", upper) is not None
+        names_last = re.search(r"\bNAMES\s*$", header) is not None
         n += 1
         while n < len(lines) and lines[n].strip() and not lines[n].lstrip().startswith("```"):
             row = lines[n]
@@ -122,17 +125,21 @@ def _tables(
                 continue
             used.add(n)
             tokens = row.split()
+            mappings = port_mappings(row)
+            named: dict[str, str | bool] = {}
             if service_col is not None:
                 service = row[service_col[0] : service_col[1]].strip().split(" ")[0]
             else:
                 name = tokens[-1] if names_last else tokens[0]
                 service = _service_of(name, project)
-            if service:
+                named = {"from_name": True}  # maybe a container_name: pairing resolves it
+            if service and (mappings or _RUNNING.search(row)) and "|" not in row:
                 subject = service_key(project, service)
                 out.append(Observation(subject, PART_OF, f"project:{project}", n + 1,
-                                       "compose-ps"))  # fmt: skip
-                for ip, host_port, container, proto in port_mappings(row):
-                    props = {"container": container, "protocol": proto}
+                                       "compose-ps", dict(named)))  # fmt: skip
+                for ip, host_port, container, proto in mappings:
+                    props: dict[str, str | bool] = {"container": container, "protocol": proto}
+                    props.update(named)
                     if ip:
                         props["host_ip"] = ip
                     out.append(Observation(subject, PUBLISHES, port_key(host_port), n + 1,

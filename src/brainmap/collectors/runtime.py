@@ -22,6 +22,7 @@ from brainmap.collectors import (
     project_name,
     service_key,
 )
+from brainmap.collectors.yamltree import clean
 from brainmap.errors import UserError
 
 DOCKER_TIMEOUT_S = 10.0
@@ -44,6 +45,8 @@ def port_mappings(text: str) -> list[tuple[str, str, str, str]]:
         hosts = range(int(h1), int(h2 or h1) + 1)
         containers = range(int(c1), int(c2 or c1) + 1)
         if len(hosts) != len(containers) or len(hosts) > 256:
+            continue
+        if not all(0 < p < 65536 for p in (hosts[0], hosts[-1], containers[0], containers[-1])):
             continue
         for h, c in zip(hosts, containers, strict=True):
             out.setdefault((str(h), str(c), proto), (ip or "").strip("[]"))
@@ -79,42 +82,54 @@ def docker_ps(text: str) -> list[Observation]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(
                 f"line {n} of the docker ps output is not JSON",
                 hint="produce it with: docker ps --format '{{json .}}'",
             ) from None
         if not isinstance(row, dict):
             continue
-        name = str(row.get("Names") or "").split(",")[0]
-        labels = _labels(str(row.get("Labels") or ""))
+        names = row.get("Names")  # podman gives a list
+        name = clean(str(names[0] if isinstance(names, list) and names else names or ""))
+        name = name.split(",")[0].strip()
+        labels = _labels(row.get("Labels"))
         project = labels.get("com.docker.compose.project")
         service = labels.get("com.docker.compose.service")
+        named: dict[str, str | bool] = {}
         if not (project and service):
+            if not name:
+                continue
+            named = {"from_name": True}  # maybe a container_name: pairing resolves it
             parts = re.split(r"[-_]", name)
             if len(parts) < 3 or not parts[-1].isdigit():
                 project, service = "docker", name  # a container outside compose
             else:
                 project, service = "-".join(parts[:-2]), parts[-2]
         subject = service_key(project_name(project), service)
-        state = str(row.get("State") or "")
-        props = {"container": name, "state": state} if state else {"container": name}
+        state = clean(str(row.get("State") or ""))
+        props: dict[str, str | bool] = {"container": name, **named}
+        if state:
+            props["state"] = state
         out.append(Observation(subject, PART_OF, f"project:{project_name(project)}", n,
                                "docker-ps", props))  # fmt: skip
         if row.get("Image"):
-            out.append(Observation(subject, IMAGE, image_key(str(row["Image"])), n, "docker-ps"))
+            image = image_key(clean(str(row["Image"])))
+            out.append(Observation(subject, IMAGE, image, n, "docker-ps", dict(named)))
         if name:
             out.append(Observation(subject, CONTAINER_NAME, f"container:{name}", n, "docker-ps"))
         for ip, host_port, container, proto in port_mappings(str(row.get("Ports") or "")):
-            mapping = {"container": container, "protocol": proto, "host_ip": ip}
+            mapping: dict[str, str | bool] = {"container": container, "protocol": proto,
+                                              "host_ip": ip, **named}  # fmt: skip
             out.append(Observation(subject, PUBLISHES, port_key(host_port), n, "docker-ps",
                                    {k: v for k, v in mapping.items() if v}))  # fmt: skip
     return only_safe(out)
 
 
-def _labels(raw: str) -> dict[str, str]:
+def _labels(raw: object) -> dict[str, str]:
+    if isinstance(raw, dict):  # podman gives a mapping
+        raw = ",".join(f"{k}={v}" for k, v in raw.items())
     out = {}
-    for part in raw.split(","):
+    for part in clean(str(raw or "")).split(","):
         key, sep, value = part.partition("=")
         if sep and key.startswith("com.docker.compose."):  # nothing else is read: labels
             out[key.strip()] = value.strip()  # may carry anything

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from brainmap.collectors import (
     parse_port,
     port_key,
 )
+from brainmap.collectors.yamltree import clean
 
 MAX_INCLUDE_DEPTH = 16  # as ssh itself
 # option (lower case) -> (predicate, object kind); only these are read: nothing secret
@@ -42,11 +44,14 @@ class _Block:
     options: list[tuple[str, str, int, str]] = field(default_factory=list)  # key, value, line, file
 
 
-def collect(path: Path, text: str) -> list[Observation]:
+def collect(path: Path, text: str, rel: str | None = None) -> list[Observation]:
     """Observations for every concrete alias of the config at ``path`` (``text`` is its
-    content; included files are read from disk, relative to ``path``'s folder)."""
+    content; included files are read from disk, relative to ``path``'s folder, and only from
+    that folder, ``~/.ssh`` or ``/etc/ssh``). ``rel`` is the config's path in its library, to
+    cite included files beside it by library path too."""
     blocks = [_Block(["*"], 0)]  # options before the first Host apply to every host
-    _read(path, text, blocks, 0, set())
+    roots = [path.parent.resolve(), Path("~/.ssh").expanduser().resolve(), Path("/etc/ssh")]
+    _read(path, text, blocks, 0, set(), roots)
     aliases: dict[str, int] = {}
     for block in blocks[1:]:
         for pattern in block.patterns:
@@ -71,7 +76,7 @@ def collect(path: Path, text: str) -> list[Observation]:
                     obj = port_key(port)
                 else:
                     obj = f"{kind}:{value.replace('%h', alias)}"
-                props = {"file": source} if source != str(path) else {}
+                props = {"file": _cite(source, path, rel)} if source != str(path) else {}
                 out.append(Observation(subject, predicate, obj, opt_line, "ssh-config", props))
         if HOSTNAME not in seen:  # ssh connects to the alias itself
             out.append(Observation(subject, HOSTNAME, f"host:{alias}", line, "ssh-config"))
@@ -89,23 +94,49 @@ def _matches(alias: str, patterns: list[str]) -> bool:
     return hit
 
 
+_LINE = re.compile(r"^\s*([A-Za-z]+)(?:\s*=\s*|\s+)(.*)$")
+
+
 def _split(line: str) -> tuple[str, list[str]] | None:
-    line = line.strip()
-    if not line or line.startswith("#"):
+    """``Keyword value``, ``Keyword=value`` or ``Keyword = value`` (spaces or tabs)."""
+    m = _LINE.match(line)
+    if m is None or line.lstrip().startswith("#"):
         return None
-    key, _, rest = (
-        line.replace("=", " ", 1).partition(" ")
-        if "=" in line.split(" ")[0]
-        else (line.partition(" "))
-    )
     try:
-        args = shlex.split(rest, comments=True)
+        args = shlex.split(m.group(2), comments=True)
     except ValueError:
-        args = rest.split()
-    return key.strip().lower(), args
+        args = m.group(2).split()
+    return m.group(1).lower(), args
 
 
-def _read(path: Path, text: str, blocks: list[_Block], depth: int, seen: set[str]) -> None:
+def _cite(source: str, config: Path, rel: str | None) -> str:
+    """An included file as the config's library path would name it, else its full path."""
+    try:
+        inner = Path(source).resolve().relative_to(config.parent.resolve())
+    except ValueError:
+        return source
+    folder = rel.rpartition("/")[0] if rel else ""
+    return f"{folder}/{inner.as_posix()}" if folder else inner.as_posix()
+
+
+def _allowed(path: Path, roots: list[Path]) -> bool:
+    """Includes are read from the config's folder, ``~/.ssh`` and ``/etc/ssh`` only: a
+    hostile config must not make brainmap read (and store) ``/proc/self/environ``."""
+    try:
+        real = path.resolve()
+    except OSError:
+        return False
+    return real.is_file() and any(real.is_relative_to(root) for root in roots)
+
+
+def _read(
+    path: Path,
+    text: str,
+    blocks: list[_Block],
+    depth: int,
+    seen: set[str],
+    roots: list[Path],
+) -> None:
     seen.add(str(path))
     for n, raw in enumerate(text.splitlines(), 1):
         parsed = _split(raw)
@@ -117,18 +148,21 @@ def _read(path: Path, text: str, blocks: list[_Block], depth: int, seen: set[str
         elif key == "match":
             blocks.append(_Block([], n))  # conditions ssh evaluates at connect time: skipped
         elif key == "include" and depth < MAX_INCLUDE_DEPTH:
+            context = blocks[-1]
             for pattern in args:
                 full = os.path.expanduser(pattern)
                 if not os.path.isabs(full):
                     full = str(path.parent / full)
-                for name in sorted(glob.glob(full)):
+                for name in sorted(glob.glob(full))[:256]:
                     included = Path(name)
-                    if str(included) in seen or not included.is_file():
+                    if str(included) in seen or not _allowed(included, roots):
                         continue
                     try:
                         body = included.read_text(encoding="utf-8", errors="replace")
                     except OSError:
                         continue
-                    _read(included, body, blocks, depth + 1, seen)
+                    _read(included, body, blocks, depth + 1, seen, roots)
+            if blocks[-1] is not context:  # what follows still belongs to the enclosing Host
+                blocks.append(_Block(context.patterns, context.line))
         elif key in _OPTIONS and args:
-            blocks[-1].options.append((key, args[0], n, str(path)))
+            blocks[-1].options.append((key, clean(args[0]), n, str(path)))

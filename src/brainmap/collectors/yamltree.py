@@ -39,7 +39,7 @@ def parse(text: str, first_line: int = 1) -> Node | None:
     """The tree of the first YAML document in ``text`` (None when it is not YAML)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # RecursionError: hostile nesting
         return None
     if root is None:
         return None
@@ -56,12 +56,25 @@ def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Nod
         return Node(None, line)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Node] = {}
+        merged: list[Node] = []
         for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
-                child = _convert(value, offset, depth + 1, budget)
-                child.line = key.start_mark.line + 1 + offset  # "web:" names the block
-                out.setdefault(str(key.value), child)
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            child = _convert(value, offset, depth + 1, budget)
+            if key.value == "<<":  # merge keys: `<<: *base` or `<<: [*a, *b]`
+                merged += child.items if isinstance(child.value, list) else [child]
+                continue
+            child.line = key.start_mark.line + 1 + offset  # "web:" names the block
+            out.setdefault(clean(str(key.value)), child)
+        for base in merged:  # keys written in the mapping itself win over merged ones
+            for name, child in base.mapping.items():
+                out.setdefault(name, child)
         return Node(out, line)
     if isinstance(node, yaml.SequenceNode):
         return Node([_convert(v, offset, depth + 1, budget) for v in node.value], line)
-    return Node(str(node.value) if node.value is not None else None, line)
+    return Node(clean(str(node.value)) if node.value is not None else None, line)
+
+
+def clean(text: str) -> str:
+    """Text that SQLite can store: lone surrogates (from ``"\\ud800"`` escapes) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import websearch
-from brainmap.collectors import Observation
+from brainmap.collectors import Observation, project_name
 from brainmap.collectors import runtime as runtime_mod
 from brainmap.collectors.files import config_observations
 from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
@@ -135,8 +135,9 @@ def _collect_library(
             said = runtime_mod.docker_ps(from_text)
             unit = "runtime:docker"
         else:
-            said = config_observations(source, path, f"{path.parent.name}/{path.name}",
-                                       from_text, lib.name)  # fmt: skip
+            # an outside file's project is its folder's name (as docker compose names it)
+            said = config_observations(source, path, path.name, from_text,
+                                       project_name(path.parent.name))  # fmt: skip
             unit = f"file:{path}"
         store.put_unit_observations(library_id, unit, records(said, str(path), now, None))
         out.ran.append(f"{source} from {path}")
@@ -149,6 +150,8 @@ def _collect_library(
                                         records(said, f"docker ps on {host}", now, None))  # fmt: skip
             out.ran.append("docker ps")
         except UserError as exc:  # no docker here: the sockets still tell what listens
+            # what an earlier docker ps saw can no longer be checked: it confirms nothing now
+            store.put_unit_observations(library_id, "runtime:docker", [])
             out.notes.append(f"docker: {exc.message}")
         said = runtime_mod.sockets()
         store.put_unit_observations(library_id, "runtime:sockets",

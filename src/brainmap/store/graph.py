@@ -32,6 +32,9 @@ AUTHORED_BY = "authored_by"
 REFERENCES = "references"
 ALIAS_OF = "alias_of"
 
+# The narrative graph; the facts root (store/facts.py) is read only through its own queries.
+INFO_ROOT = "info"
+
 # Graph rows nothing holds any more (the trigger and the cascades keep both empty).
 _ORPHAN_EDGES = (
     "library_id NOT IN (SELECT id FROM library) "
@@ -301,7 +304,7 @@ class GraphStore(FactStore):
             for column in ("subject", "object"):
                 rows = self._rows(
                     EDGE_SELECT + f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} "
-                    "ORDER BY g.id LIMIT ?",
+                    f"AND g.root = '{INFO_ROOT}' ORDER BY g.id LIMIT ?",
                     [*part, *pred_params, limit],
                 )
                 cut = cut or len(rows) >= limit
@@ -312,14 +315,16 @@ class GraphStore(FactStore):
 
     def edges_from(self, key: str, predicate: str) -> list[EdgeRow]:
         rows = self._rows(
-            EDGE_SELECT + " WHERE g.subject = ? AND g.predicate = ? ORDER BY g.id",
+            EDGE_SELECT + f" WHERE g.subject = ? AND g.predicate = ? AND g.root = '{INFO_ROOT}' "
+            "ORDER BY g.id",
             (key, predicate),
         )
         return [edge_row(r) for r in rows]
 
     def edges_to(self, key: str, predicate: str) -> list[EdgeRow]:
         rows = self._rows(
-            EDGE_SELECT + " WHERE g.object = ? AND g.predicate = ? ORDER BY g.id",
+            EDGE_SELECT + f" WHERE g.object = ? AND g.predicate = ? AND g.root = '{INFO_ROOT}' "
+            "ORDER BY g.id",
             (key, predicate),
         )
         return [edge_row(r) for r in rows]
@@ -330,7 +335,7 @@ class GraphStore(FactStore):
         for part in batched(list(keys)):
             rows = self._rows(
                 f"SELECT subject, min(object) FROM edge WHERE subject IN ({marks(len(part))}) "
-                "AND predicate = ? GROUP BY subject",
+                f"AND predicate = ? AND root = '{INFO_ROOT}' GROUP BY subject",
                 [*part, ALIAS_OF],
             )
             out.update((str(a), str(b)) for a, b in rows)

@@ -57,9 +57,20 @@ class Store(GraphStore):
         """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
         with self._lock:
             if self._depth:
+                # a savepoint: a write that fails inside a batch leaves nothing half-written
+                # (say, an entry row without its chunks) for the batch to commit
                 self._depth += 1
+                name = f"w{self._depth}"
+                pending = list(self._pending)
+                self.conn.execute(f"SAVEPOINT {name}")
                 try:
                     yield
+                    self.conn.execute(f"RELEASE {name}")
+                except BaseException:
+                    self.conn.execute(f"ROLLBACK TO {name}")
+                    self.conn.execute(f"RELEASE {name}")
+                    self._pending = pending
+                    raise
                 finally:
                     self._depth -= 1
                 return
