@@ -116,12 +116,7 @@ def _print_answer(result: Any) -> None:
     for fact in result.facts:
         colour = _CONFIDENCE_COLOURS.get(fact.confidence, "white")
         click.echo(click.style(f"[{fact.confidence}] ", fg=colour) + fact.what)
-        for ev in fact.evidence:
-            where = f"{ev.library}:{ev.path}" + (f":{ev.line}" if ev.line else "")
-            click.echo(click.style(f"    {where}", fg="cyan") + f"  ({ev.method})")
-        for ev in fact.against:
-            where = f"{ev.library}:{ev.path}" + (f":{ev.line}" if ev.line else "")
-            click.echo(click.style(f"    against {where}", fg="red") + f"  ({ev.method})")
+        print_evidence(fact.evidence, fact.against, "    ", library=True)
         if fact.resolved_by:
             click.echo(f"    conflict resolved by {fact.resolved_by}")
     if result.info:
@@ -140,3 +135,25 @@ def _print_answer(result: Any) -> None:
         click.echo(f"web: {web.status} ({web.detail}); this says nothing about the answer")
     if not (result.facts or result.info or web.results):
         click.echo("nothing known about this")
+
+
+def print_evidence(evidence: Any, against: Any, indent: str, *, library: bool) -> None:
+    """The sources of an assertion (and those against it), one ``path:line (method)`` each."""
+    for items, prefix, colour in ((evidence, "", "cyan"), (against, "against ", "red")):
+        for ev in items:
+            where = (f"{ev.library}:" if library else "") + ev.path
+            where += f":{ev.line}" if ev.line else ""
+            click.echo(click.style(f"{indent}{prefix}{where}", fg=colour) + f"  ({ev.method})")
+
+
+def print_conflicts(report: Any) -> None:
+    """``audit contradict`` as text: each slot, its sides and their evidence."""
+    for conflict in report.conflicts:
+        rule = conflict.resolved_by or "unresolved"
+        click.echo(click.style(f"{conflict.library}: {conflict.slot}", bold=True)
+                   + click.style(f"  [{rule}]", fg="yellow"))  # fmt: skip
+        for side in conflict.sides:
+            click.echo(f"  [{side.confidence}] {side.what}")
+            print_evidence(side.evidence, side.against, "      ", library=False)
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
+    click.echo(summary or "no conflicts")

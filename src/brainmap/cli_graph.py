@@ -178,7 +178,9 @@ def audit(kind: str, library: tuple[str, ...], json_out: bool) -> None:
     if json_out:
         _print_json(report)
     elif kind == "contradict":
-        _print_conflicts(report)
+        from brainmap.cli_facts import print_conflicts
+
+        print_conflicts(report)
     else:
         for item in report.items:
             click.echo(
@@ -190,23 +192,6 @@ def audit(kind: str, library: tuple[str, ...], json_out: bool) -> None:
         click.echo(summary or f"nothing stale in {', '.join(report.libraries) or 'no libraries'}")
     if report.items or report.conflicts:
         raise SystemExit(1)
-
-
-def _print_conflicts(report: Any) -> None:
-    for conflict in report.conflicts:
-        rule = conflict.resolved_by or "unresolved"
-        click.echo(click.style(f"{conflict.library}: {conflict.slot}", bold=True)
-                   + click.style(f"  [{rule}]", fg="yellow"))  # fmt: skip
-        for side in conflict.sides:
-            click.echo(f"  [{side.confidence}] {side.what}")
-            for ev in side.evidence:
-                where = f"{ev.path}" + (f":{ev.line}" if ev.line else "")
-                click.echo(click.style(f"      {where}", fg="cyan") + f"  ({ev.method})")
-            for ev in side.against:
-                where = f"{ev.path}" + (f":{ev.line}" if ev.line else "")
-                click.echo(click.style(f"      against {where}", fg="red") + f"  ({ev.method})")
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
-    click.echo(summary or "no conflicts")
 
 
 @cli.command()

@@ -7,12 +7,8 @@ transactions, so an entry's text and its edges are written in one transaction.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
-
-import apsw
 
 from brainmap.store.db import batched, marks
 from brainmap.store.facts import FactStore
@@ -50,19 +46,8 @@ _ORPHAN_NODES = (
 class GraphStore(FactStore):
     """Graph methods of the store (SQL only here; walking the graph is ``brainmap.graph``)."""
 
-    conn: apsw.Connection
-    _lock: threading.RLock
     # graph rows waiting for the end of the transaction: (owner column, owner, library, rows)
     _pending: list[tuple[str, str | None, int, Graph]]
-
-    def write(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
 
     # writing
 
