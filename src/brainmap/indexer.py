@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brainmap.analysis import fts_text
-from brainmap.collectors import narrative
-from brainmap.collectors.files import ProjectFinder, config_observations
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
@@ -51,7 +49,7 @@ from brainmap.store import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from brainmap.collectors.files import ProjectFinder
 
 # A file modified this close to the moment it was indexed may change again within the same
 # timestamp tick without its (mtime, size) changing, so it is re-hashed on the next run.
@@ -285,6 +283,8 @@ def index_library(
     batch = _Batch(store)
     seen_code: set[str] = set()
     sources = lib.fact_sources()
+    from brainmap.collectors.files import ProjectFinder  # the collectors load when indexing
+
     projects = ProjectFinder(root, lib.name)
     try:
         for found in scan(root, lib.paths, lib.code_paths):
@@ -461,6 +461,8 @@ def _index_file(
         for ch in parsed.chunks
     ]
     graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
+    from brainmap.collectors import narrative
+
     try:
         said = narrative.collect(text, parsed, projects(found.rel))
     except Exception as exc:  # a collector bug must not keep the note out of the info root
@@ -521,6 +523,8 @@ def _index_code(
     observations = []
     for source, paths in fact_sources.items():
         if paths.wants(found.rel):
+            from brainmap.collectors.files import config_observations
+
             # an unreadable or hostile config file gives no facts; it never stops the reindex
             with suppress(Exception):
                 text = decode(data)[0]
@@ -551,6 +555,8 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
     library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
     states = store.entry_states(library_id)
     has_git = store.git_state(library_id) is not None
+    from brainmap.collectors.files import ProjectFinder
+
     report = LibraryReport(lib.name)
     projects = ProjectFinder(lib.path, lib.name)
     ids = []

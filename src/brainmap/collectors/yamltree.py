@@ -7,9 +7,10 @@ sexagesimal number 4880 and ``no`` as False, which is wrong for ports and names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 
 @dataclass(slots=True)
@@ -37,6 +38,8 @@ class Node:
 
 def parse(text: str, first_line: int = 1) -> Node | None:
     """The tree of the first YAML document in ``text`` (None when it is not YAML)."""
+    import yaml  # imported on use: it costs 20 ms, and most commands read no config
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except (yaml.YAMLError, RecursionError):  # RecursionError: hostile nesting
@@ -50,6 +53,8 @@ MAX_NODES = 200_000  # aliases can make a small file a huge tree ("billion laugh
 
 
 def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Node:
+    import yaml
+
     line = node.start_mark.line + 1 + offset
     budget[0] -= 1
     if depth > 64 or budget[0] < 0:  # hostile nesting or alias bombs: stop descending

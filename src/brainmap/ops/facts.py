@@ -13,8 +13,6 @@ from pydantic import Field
 
 from brainmap import websearch
 from brainmap.collectors import Observation, project_name
-from brainmap.collectors import runtime as runtime_mod
-from brainmap.collectors.files import config_observations
 from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
@@ -120,6 +118,10 @@ def _collect_library(
     from_text: str | None,
     progress: ProgressFn | None,
 ) -> LibraryFacts:
+    # imported here: the collectors (sockets, subprocesses, YAML) are not needed to serve reads
+    from brainmap.collectors import runtime as runtime_mod
+    from brainmap.collectors.files import config_observations
+
     store = brain.store
     out = LibraryFacts(lib.name, [], {}, {})
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
