@@ -21,17 +21,18 @@ class ProjectFinder:
     def __init__(self, root: Path, library: str) -> None:
         self.root = root
         self.library = library
-        self._cache: dict[str, str | None] = {}
+        self._cache: dict[str, str | None] = {}  # folder -> its compose project, if any
+        self._projects: dict[str, str] = {}  # folder -> the project its files speak about
 
     def __call__(self, rel: str) -> str:
-        folder = own = rel.rpartition("/")[0]
-        while True:
-            found = self._compose_project(folder)
-            if found is not None:
-                return found
-            if not folder:
-                return self.folder_id(own)
-            folder = folder.rpartition("/")[0]
+        own = rel.rpartition("/")[0]
+        project = self._projects.get(own)
+        if project is None:
+            folder = own
+            while (found := self._compose_project(folder)) is None and folder:
+                folder = folder.rpartition("/")[0]
+            project = self._projects[own] = found or self.folder_id(own)
+        return project
 
     def folder_id(self, folder: str) -> str:
         if not folder:

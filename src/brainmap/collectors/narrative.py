@@ -36,9 +36,20 @@ _LOCAL_PORT = re.compile(r"(?<![\w./:-])(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1
 _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 _KINDS = {"service", "host", "port", "image", "network", "volume", "env", "user", "container",
           "project", "entity"}  # fmt: skip
+
+
 # Cheap tests first (most pages mention no endpoint): substring checks and a pattern with a
 # literal prefix, which the regex engine scans for quickly.
-_LOCAL_NAMES = ("localhost", "127.0.0.1", "0.0.0.0", "[::1]", "host.docker.internal")
+def _has_local(low: str) -> bool:
+    return (
+        "localhost" in low
+        or "127.0.0.1" in low
+        or "0.0.0.0" in low
+        or "[::1]" in low
+        or ("host.docker.internal" in low)
+    )
+
+
 _PORT_URL = re.compile(r"://[^\s/]*:\d")
 # A terminal table's header: upper-case NAME(S) and PORTS columns set apart by 2+ spaces
 _TABLE_HEADER = re.compile(r"^\s*(?=.*\bNAMES?\b)(?=.*\bPORTS\b)[A-Z][A-Z ]*\s{2,}[A-Z][A-Z ]*$")
@@ -65,12 +76,10 @@ def collect(text: str, entry: Entry, project: str) -> list[Observation]:
     low = text.lower()
     if "ports" in low:
         _tables(lines, entry.body_start, project, out, used)
-    if any(name in low for name in _LOCAL_NAMES) or _PORT_URL.search(text):
+    if _has_local(low) or _PORT_URL.search(text):
         for n in range(entry.body_start, len(lines)):
             line = lines[n]
-            if n not in used and (
-                any(name in line.lower() for name in _LOCAL_NAMES) or _PORT_URL.search(line)
-            ):
+            if n not in used and (_has_local(line.lower()) or _PORT_URL.search(line)):
                 _endpoints(line, n + 1, project, out)
             if len(out) > MAX_OBSERVATIONS:
                 break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -57,20 +57,9 @@ class Store(GraphStore):
         """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
         with self._lock:
             if self._depth:
-                # a savepoint: a write that fails inside a batch leaves nothing half-written
-                # (say, an entry row without its chunks) for the batch to commit
                 self._depth += 1
-                name = f"w{self._depth}"
-                pending = list(self._pending)
-                self.conn.execute(f"SAVEPOINT {name}")
                 try:
                     yield
-                    self.conn.execute(f"RELEASE {name}")
-                except BaseException:
-                    self.conn.execute(f"ROLLBACK TO {name}")
-                    self.conn.execute(f"RELEASE {name}")
-                    self._pending = pending
-                    raise
                 finally:
                     self._depth -= 1
                 return
@@ -178,81 +167,92 @@ class Store(GraphStore):
         the caller knows the entry is not in the index yet.
         """
         with self.write():
-            c = self.conn
-            if new and c.execute("SELECT 1 FROM entry WHERE id = ?", (entry.id,)).fetchall():
-                new = False  # indexed meanwhile (a save while a reindex runs)
-            c.execute(
-                "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
-                "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
-                "observed_at, source_rev, meta, warnings, slug, blob) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
-                "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
-                "type=excluded.type, project=excluded.project, tags=excluded.tags, "
-                "aliases=excluded.aliases, created=excluded.created, "
-                "last_verified=excluded.last_verified, updated=excluded.updated, "
-                "content_hash=excluded.content_hash, mtime_ns=excluded.mtime_ns, "
-                "size=excluded.size, indexed_ns=excluded.indexed_ns, "
-                "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
-                "meta=excluded.meta, warnings=excluded.warnings, slug=excluded.slug, "
-                "blob=excluded.blob",
-                (
-                    entry.id, entry.library_id, entry.path, entry.title, entry.type,
-                    entry.project, json.dumps(entry.tags, ensure_ascii=False),
-                    json.dumps(entry.aliases, ensure_ascii=False), entry.created,
-                    entry.last_verified, entry.updated, entry.content_hash, entry.mtime_ns,
-                    entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
-                    json.dumps(entry.meta, ensure_ascii=False),
-                    json.dumps(entry.warnings, ensure_ascii=False), entry.slug, entry.blob,
-                ),
-            )  # fmt: skip
-            if graph is not None:
-                self._put_graph("entry_id", entry.id, entry.library_id, graph, replace=not new)
-            if observations is not None:
-                self._put_observations(
-                    "entry_id", entry.id, entry.library_id, observations, replace=not new
-                )
-            old: dict[int, str] = {}
-            if not new:  # a new entry has no tags or chunks to compare with (most of a build)
-                c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
-                old = dict(
-                    c.execute("SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,))
-                )
-            if entry.tags:
-                c.executemany(
-                    "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
-                    [(tag, entry.id) for tag in entry.tags],
-                )
-            new_ids = {ch.id for ch in chunks}
-            gone = [(cid,) for cid in old if cid not in new_ids]
-            if gone:
-                c.executemany("DELETE FROM chunk WHERE id = ?", gone)
-            for ch in chunks:
-                if old.get(ch.id) == ch.embed_hash:
-                    # same text: the vector stays; only the position (and, when asked, the
-                    # full-text row, e.g. after a change of text analysis) is rewritten
-                    c.execute(
-                        "UPDATE chunk SET ord = ?, line_start = ?, line_end = ? WHERE id = ?",
-                        (ch.ord, ch.line_start, ch.line_end, ch.id),
-                    )
-                    if rewrite:
-                        c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
-                        c.execute(
-                            "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
-                            (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
-                        )
-                    continue
-                if ch.id in old:
-                    c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
+            try:
+                c = self.conn
+                if new and c.execute("SELECT 1 FROM entry WHERE id = ?", (entry.id,)).fetchall():
+                    new = False  # indexed meanwhile (a save while a reindex runs)
                 c.execute(
-                    "INSERT INTO chunk(id, entry_id, ord, heading, line_start, line_end, text, "
-                    "embed_hash) VALUES (?,?,?,?,?,?,?,?)",
-                    (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
-                     ch.embed_hash),
+                    "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
+                    "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
+                    "observed_at, source_rev, meta, warnings, slug, blob) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                    "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
+                    "type=excluded.type, project=excluded.project, tags=excluded.tags, "
+                    "aliases=excluded.aliases, created=excluded.created, "
+                    "last_verified=excluded.last_verified, updated=excluded.updated, "
+                    "content_hash=excluded.content_hash, mtime_ns=excluded.mtime_ns, "
+                    "size=excluded.size, indexed_ns=excluded.indexed_ns, "
+                    "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
+                    "meta=excluded.meta, warnings=excluded.warnings, slug=excluded.slug, "
+                    "blob=excluded.blob",
+                    (
+                        entry.id, entry.library_id, entry.path, entry.title, entry.type,
+                        entry.project, json.dumps(entry.tags, ensure_ascii=False),
+                        json.dumps(entry.aliases, ensure_ascii=False), entry.created,
+                        entry.last_verified, entry.updated, entry.content_hash, entry.mtime_ns,
+                        entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
+                        json.dumps(entry.meta, ensure_ascii=False),
+                        json.dumps(entry.warnings, ensure_ascii=False), entry.slug, entry.blob,
+                    ),
                 )  # fmt: skip
-                c.execute(
-                    "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
-                    (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
-                )
+                if graph is not None:
+                    self._put_graph("entry_id", entry.id, entry.library_id, graph, replace=not new)
+                if observations is not None:
+                    self._put_observations(
+                        "entry_id", entry.id, entry.library_id, observations, replace=not new
+                    )
+                old: dict[int, str] = {}
+                if not new:  # a new entry has no tags or chunks to compare with (most of a build)
+                    c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
+                    old = dict(
+                        c.execute(
+                            "SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,)
+                        )
+                    )
+                if entry.tags:
+                    c.executemany(
+                        "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
+                        [(tag, entry.id) for tag in entry.tags],
+                    )
+                new_ids = {ch.id for ch in chunks}
+                gone = [(cid,) for cid in old if cid not in new_ids]
+                if gone:
+                    c.executemany("DELETE FROM chunk WHERE id = ?", gone)
+                for ch in chunks:
+                    if old.get(ch.id) == ch.embed_hash:
+                        # same text: the vector stays; only the position (and, when asked, the
+                        # full-text row, e.g. after a change of text analysis) is rewritten
+                        c.execute(
+                            "UPDATE chunk SET ord = ?, line_start = ?, line_end = ? WHERE id = ?",
+                            (ch.ord, ch.line_start, ch.line_end, ch.id),
+                        )
+                        if rewrite:
+                            c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
+                            c.execute(
+                                "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
+                                (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
+                            )
+                        continue
+                    if ch.id in old:
+                        c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
+                    c.execute(
+                        "INSERT INTO chunk(id, entry_id, ord, heading, line_start, line_end, text, "
+                        "embed_hash) VALUES (?,?,?,?,?,?,?,?)",
+                        (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
+                         ch.embed_hash),
+                    )  # fmt: skip
+                    c.execute(
+                        "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
+                        (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
+                    )
+
+            except Exception:
+                # inside a batch the transaction goes on: leave no half-written entry
+                # for it to commit (no row at all, so the next reindex reads the file)
+                self._pending = [p for p in self._pending if p[1] != entry.id]
+                with suppress(apsw.Error):
+                    c.execute("DELETE FROM entry WHERE id = ?", (entry.id,))
+                raise
 
     def delete_entries(self, entry_ids: Sequence[str]) -> None:
         """Delete entries; chunks, FTS rows, vectors, tags and edges go with them."""
