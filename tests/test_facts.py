@@ -706,7 +706,7 @@ def test_secrets_in_hostile_places_are_dropped(
         "'//user:cifs-pass@server/share:/mnt']\n", "p", env)  # fmt: skip
     assert "s3cr3t" not in repr(found) and "tok-123" not in repr(found)
     assert "cifs-pass" not in repr(found)
-    assert any(o.object == "image:reg/app:1.2-" for o in found)  # safe variables still work
+    assert any(o.object == "image:reg/app:-" for o in found)  # .env fills in ports only
     found = yamlconf.collect(
         "redis:\n  address: redis://:Sup3rPw@redis.internal\n  port: 6379\n"
         "database:\n  args:\n    host: postgres://syn:DbPw1@db/x\n    port: 5432\n", "m", "hs")  # fmt: skip
@@ -783,4 +783,65 @@ def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path
         "# T\n\nGive each service a name and list its ports below.\n| NAME | PORTS |\n|---|---|\n"
     )
     assert narrative.collect(text, parse(text, fallback_title="T"), "p") == []
+    brain.close()
+
+
+def test_scrub_and_secret_names() -> None:
+    from brainmap.collectors import Observation, is_secret_name, only_safe, scrub
+
+    assert scrub("postgres://syn:le/akC@db:5432/x?sslmode=require") == "postgres://db:5432"
+    assert scrub("smtp://u:p@ss-leak@mail") == "smtp://mail"
+    assert scrub("default:leak333@redis") == "redis"
+    assert scrub("//u:pa/ss@srv/share") == "//srv/share"
+    assert scrub("https://hooks.example.com/services/T0/B0/leak") == "https://hooks.example.com"
+    assert scrub("ann@example.org") == "ann@example.org"  # an address, no credentials
+    assert scrub("postgres@sha256:abc") == "postgres@sha256:abc"
+    started = time.perf_counter()
+    scrub("a" * 1_000_000 + "@")  # linear: a hostile value does not stall a reindex
+    assert time.perf_counter() - started < 1.0
+    secret = ["DB_PASS", "MYSQL_PWD", "AWS_ACCESS_KEY_ID", "STRIPE_KEY", "API_TOKEN", "PGPASS"]
+    assert all(is_secret_name(n) for n in secret[:5])
+    assert not any(is_secret_name(n) for n in ["PORT", "DB_PORT", "TAG", "MONKEY", "HOSTNAME"])
+    [obs] = only_safe([Observation("host:a", "listens_on", "port:1", None, "sockets",
+                                   {"process": "bad\udcffname"})])  # fmt: skip
+    assert obs.props["process"].encode("utf-8")  # storable
+
+
+def test_tables_in_crlf_and_v1_format_and_nested_project_names(home: Path, tmp_path: Path) -> None:
+    text = (
+        "# App\r\n\r\n```\r\n$ docker-compose ps\r\n"
+        "Name               Command   State   Ports\r\n"
+        "-----------------------------------------\r\n"
+        "app_my-api_1       run       Up      0.0.0.0:8080->80/tcp\r\n```\r\n"
+    )
+    found = narrative.collect(text, parse(text, fallback_title="App"), "samples/app")
+    assert {(o.subject, o.object) for o in found if o.predicate == "publishes"} == {
+        ("service:samples/app/my-api", "port:8080")}  # fmt: skip
+    # two services of one compose file on one host port, and docker disagreeing with one:
+    # only the disagreeing slot is a conflict
+    lib = tmp_path / "lab"
+    write(lib / "p" / "compose.yaml",
+          "services:\n  web:\n    ports: ['8080:80']\n  api:\n    ports: ['8080:3000']\n")  # fmt: skip
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "p-web-1", "Ports": "0.0.0.0:9090->80/tcp",
+        "Labels": "com.docker.compose.project=p,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], from_file=str(ps))
+    conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
+    assert [c.slot for c in conflicts] == ["service:p/web publishes container 80/tcp"]
+    assert conflicts[0].resolved_by == "authority"
+    brain.close()
+
+
+def test_a_fifo_named_like_a_compose_file_does_not_hang(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "app" / "README.md", "# App\n\nopen http://localhost:8000\n")
+    os.mkfifo(lib / "app" / "compose.yaml")
+    brain = _brain(home, lib)
+    brain.close()
+    proc = run_cli(home, "reindex", "--no-embed")  # a timeout fails the test
+    assert "app/README.md" not in proc.stderr
+    brain = ops.Brain(home)
+    assert ("project:app", "serves", "port:8000") in _facts(brain)
     brain.close()

@@ -40,6 +40,7 @@ from brainmap.collectors import (
     SERVES,
     USER,
     Observation,
+    clean,
 )
 from brainmap.store import EdgeRecord, FactRow, NodeRecord, ObservationRecord, Store
 
@@ -162,8 +163,14 @@ def _canonical_subjects(observations: list[ObservationRecord]) -> list[Observati
                     target = f"service:{project}/{name}"
             if obs.props.get("from_name"):
                 target = names.get((project, name), target)
+        if target == obs.subject:
+            out.append(obs)
+            continue
         renamed = {**obs.props, "named": obs.subject}
-        out.append(obs if target == obs.subject else replace(obs, subject=target, props=renamed))
+        obj = obs.object
+        if obs.predicate == PART_OF:  # the project it is part of is the config's too
+            obj = "project:" + split_service(target)[0]
+        out.append(replace(obs, subject=target, object=obj, props=renamed))
     return out
 
 
@@ -230,6 +237,7 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
         if len(members) < 2:
             continue
         by_source: dict[str, set[Claim]] = defaultdict(set)
+        disputed = False
         for claim in members:
             for obs in claims[claim].support:
                 by_source[_source(obs)].add(claim)
@@ -243,8 +251,8 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
                 for obs in claims[other].support
                 if claim not in by_source[_source(obs)] and _source(obs) not in mine
             ]
-            _dispute(state, slot, against)
-        if any(claims[c].against for c in members):  # every side shows in the audit
+            disputed = _dispute(state, slot, against) or disputed
+        if disputed:  # every side shows in the audit
             for claim in members:
                 claims[claim].slots.append(slot)
     for claim in sorted(unclaimed):
@@ -259,9 +267,10 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
                 claims[other].slots.append(slot)
 
 
-def _dispute(state: _State, slot: str, against: list[ObservationRecord]) -> None:
+def _dispute(state: _State, slot: str, against: list[ObservationRecord]) -> bool:
+    """Record sources against a claim and resolve; return whether there was a dispute."""
     if not against or not state.support:
-        return
+        return False
     state.against += against
     rule, wins = _resolve(state.support, against)
     if rule is None:
@@ -270,6 +279,7 @@ def _dispute(state: _State, slot: str, against: list[ObservationRecord]) -> None
         state.won = state.won or rule
     else:
         state.lost = state.lost or rule
+    return True
 
 
 def _resolve(
@@ -305,7 +315,7 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
 
 
 def _cite(observations: Iterable[ObservationRecord]) -> list[dict[str, Any]]:
-    unique = {(_source(o), o.line, o.subject): o for o in observations}
+    unique = {(o.method, o.path, o.line, o.subject): o for o in observations}
     ordered = sorted(
         unique.values(),
         key=lambda o: (-AUTHORITY[o.kind], o.path, o.line if o.line is not None else -1),
@@ -416,7 +426,7 @@ def records(
             o.object,
             o.kind,
             o.method,
-            path,
+            clean(path),
             o.line,
             observed_at,
             source_rev,

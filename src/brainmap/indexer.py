@@ -296,10 +296,15 @@ def index_library(
                     found.stat.st_size <= max_bytes
                 ):
                     batch.tick()
-                    _index_code(
-                        store, lib, library_id, found, old_code, has_git, full, report, sources,
-                        projects,
-                    )  # fmt: skip
+                    try:
+                        _index_code(
+                            store, lib, library_id, found, old_code, has_git, full, report,
+                            sources, projects,
+                        )  # fmt: skip
+                    except DatabaseError:
+                        raise  # the database itself failed: stop, keep everything as it was
+                    except Exception:
+                        pass
                 continue
             report.files += 1
             seen.add(found.rel)

@@ -48,18 +48,18 @@ PORT = "port"  # ssh port of a host alias
 IDENTITY_FILE = "identity_file"  # a path, never the key
 CONNECTS_TO = "connects_to"  # a config's client side: a database or upstream host/port
 
-# A name that says "secret" (a predicate, a subject, a frontmatter value), or a value that
-# assigns one ("password=...", a PEM block)
-_SECRET_NAME = (
-    r"pass(?:word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential|"
-    r"\bpw\b|\bpwd\b|\bpass\b"
-)
+# A name that says "secret" (a predicate, a frontmatter fact), or a value that assigns one
+# ("password=...", a PEM block). Bounded repetitions: a 10 MB line must not take hours.
+_SECRET_NAME = r"pass(?:word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential"
 _SECRET = re.compile(_SECRET_NAME, re.IGNORECASE)
 _SECRET_VALUE = re.compile(
-    rf"(?:{_SECRET_NAME})\w*\s*[=:]|-----BEGIN [A-Z ]*PRIVATE KEY", re.IGNORECASE
+    rf"(?:{_SECRET_NAME})\w{{0,64}}\s{{0,8}}[=:]|-----BEGIN [A-Z ]{{0,40}}PRIVATE KEY",
+    re.IGNORECASE,
 )
-# user:password@ in URLs and in //server/share paths
-_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)[^\s/@]*@")
+# the parts of a variable name that say it holds a secret: DB_PASS, MYSQL_PWD, SIGNING_KEY
+_SECRET_PARTS = {"pass", "passwd", "password", "passphrase", "pw", "pwd", "secret", "secrets",
+                 "token", "key", "apikey", "credential", "credentials", "dsn", "auth", "cert",
+                 "private"}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -80,30 +80,56 @@ class Observation:
 
 def keep(obs: Observation) -> bool:
     """False for a triplet that names or carries a secret: it is dropped at collection."""
-    if _SECRET.search(obs.predicate) or _SECRET.search(obs.subject):
+    if _SECRET.search(obs.predicate):
         return False
-    if obs.method == "frontmatter" and _SECRET.search(obs.object):  # written by hand
-        return False
+    if obs.method == "frontmatter" and (_SECRET.search(obs.subject) or _SECRET.search(obs.object)):
+        return False  # written by hand: "db password is ..." names the secret anywhere
     values = [obs.object, *(str(v) for v in obs.props.values())]
     return not any(_SECRET_VALUE.search(v) for v in values)
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether a variable or key name says it holds a secret (``DB_PASSWORD``, ``API_TOKEN``)."""
-    return _SECRET.search(name) is not None
+    """Whether a variable or key name says it holds a secret (``DB_PASS``, ``API_TOKEN``,
+    ``SIGNING_KEY``)."""
+    parts = re.split(r"[^a-z0-9]+", name.lower())
+    return bool(_SECRET_PARTS.intersection(parts)) or _SECRET.search(name) is not None
 
 
 def scrub(text: str) -> str:
-    """``scheme://user:password@host`` -> ``scheme://host``."""
-    return _USERINFO.sub(r"\1", text) if "@" in text else text
+    """Values without credentials: ``scheme://user:pw@host:port/path`` -> ``scheme://host:port``
+    (paths and queries can carry tokens too), ``//user:pw@server/share`` -> ``//server/share``,
+    ``user:pw@host`` -> ``host``. Word by word, in linear time."""
+    if "@" not in text and "://" not in text:
+        return text
+    return " ".join(_scrub_word(word) for word in text.split(" "))
+
+
+def _scrub_key(key: str) -> str:
+    """A node key (``kind:value``) with its value scrubbed."""
+    kind, sep, value = clean(key).partition(":")
+    return f"{kind}{sep}{scrub(value)}" if sep else scrub(kind)
+
+
+def _scrub_word(word: str) -> str:
+    at = word.rfind("@")  # a password may hold '@' or '/': the host follows the last '@'
+    if "://" in word:
+        scheme, _, rest = word.partition("://")
+        rest = rest[at - len(scheme) - 2 :] if at > len(scheme) + 2 else rest
+        host = re.split(r"[/?#]", rest, maxsplit=1)[0]
+        return f"{scheme}://{host}"
+    if at < 0:
+        return word
+    if word.startswith("//"):
+        return "//" + word[at + 1 :]
+    return word[at + 1 :] if ":" in word[:at] else word
 
 
 def only_safe(observations: list[Observation]) -> list[Observation]:
     """The observations without secrets: user info removed, secret-bearing triplets dropped."""
     out = []
     for obs in observations:
-        obs.subject, obs.object = scrub(obs.subject), scrub(obs.object)
-        obs.props = {k: scrub(v) if isinstance(v, str) else v for k, v in obs.props.items()}
+        obs.subject, obs.object = _scrub_key(obs.subject), _scrub_key(obs.object)
+        obs.props = {k: scrub(clean(v)) if isinstance(v, str) else v for k, v in obs.props.items()}
         if keep(obs):
             out.append(obs)
     return out
@@ -143,3 +169,9 @@ def image_key(ref: str) -> str:
     if ref.endswith(":latest") and "@" not in ref:
         ref = ref[: -len(":latest")]
     return "image:" + ref
+
+
+def clean(text: str) -> str:
+    """Text that SQLite can store: lone surrogates (``"\\ud800"`` escapes, file and process
+    names that are not UTF-8) replaced."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")

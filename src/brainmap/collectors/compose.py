@@ -69,6 +69,18 @@ def interpolate(raw: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(sub, raw)
 
 
+def project_of(text: str, env: Mapping[str, str]) -> str | None:
+    """The project a compose file names with ``name:``, else None."""
+    return _named(parse(text), env)
+
+
+def _named(root: Node | None, env: Mapping[str, str]) -> str | None:
+    name = root.get("name") if root is not None else None
+    if name is None or not name.text:
+        return None
+    return project_name(interpolate(name.text, env))
+
+
 def collect(
     text: str,
     project: str,
@@ -83,11 +95,10 @@ def collect(
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
         return []
-    # a variable whose name says secret is never substituted: its value must not be stored
+    # .env values fill in ports and the project name only (a port is not a secret); other
+    # fields (image, container_name, volumes) get the defaults written in the file
     env = {k: v for k, v in (env or {}).items() if not is_secret_name(k)}
-    name = root.get("name")
-    if name is not None and name.text:
-        project = project_name(interpolate(name.text, env))
+    project = _named(root, env) or project
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -107,12 +118,14 @@ def _service(
     def add(predicate: str, obj: str, line: int, **props: str) -> None:
         out.append(Observation(subject, predicate, obj, line, method, dict(props)))
 
+    defaults: dict[str, str] = {}  # only ports take .env values
     image = svc.get("image")
     if image is not None and image.text:
-        add(IMAGE, image_key(interpolate(image.text, env)), image.line)
+        add(IMAGE, image_key(interpolate(image.text, defaults)), image.line)
     container = svc.get("container_name")
     if container is not None and container.text:
-        add(CONTAINER_NAME, "container:" + interpolate(container.text, env), container.line)
+        name = interpolate(container.text, defaults)
+        add(CONTAINER_NAME, "container:" + name, container.line)
     ports = svc.get("ports")
     for item in ports.items if ports is not None else []:
         for host_ip, published, target, proto in _ports(item, env):
@@ -136,7 +149,7 @@ def _service(
         add(NETWORK, f"network:{project}/{net_name}", net_line)
     volumes = svc.get("volumes")
     for item in volumes.items if volumes is not None else []:
-        source, target = _volume(item, env)
+        source, target = _volume(item, defaults)
         if source:
             add(VOLUME, "volume:" + source, item.line, target=target)
     environment = svc.get("environment")

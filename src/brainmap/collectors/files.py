@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from brainmap.collectors import Observation, compose, project_name, sshconfig, yamlconf
@@ -35,8 +34,8 @@ class ProjectFinder:
         return project
 
     def folder_id(self, folder: str) -> str:
-        if not folder:
-            return project_name(self.library)
+        # at the top, the folder's own name: docker compose names a project so
+        folder = folder or self.root.name or self.library
         return "/".join(project_name(part) for part in folder.split("/"))
 
     def _compose_project(self, folder: str) -> str | None:
@@ -44,12 +43,16 @@ class ProjectFinder:
             base = self.root / folder if folder else self.root
             found: str | None = None
             for name in COMPOSE_NAMES:
+                path = base / name
+                if not path.is_file():  # not a FIFO or a device: reading one would hang
+                    continue
                 try:
-                    head = (base / name).read_bytes()[:65536].decode("utf-8", "replace")
+                    with path.open("rb") as handle:
+                        head = handle.read(MAX_ENV_BYTES).decode("utf-8", "replace")
                 except OSError:
                     continue
-                named = re.search(r"^name:\s*['\"]?([A-Za-z0-9_.-]+)", head, re.MULTILINE)
-                found = project_name(named.group(1)) if named else self.folder_id(folder)
+                named = compose.project_of(head, _dotenv(base / ".env"))
+                found = named or self.folder_id(folder)
                 break
             self._cache[folder] = found
         return self._cache[folder]
@@ -71,8 +74,10 @@ def config_observations(
 def _dotenv(path: Path) -> dict[str, str]:
     """The compose ``.env`` beside the file: used to interpolate ports, never stored."""
     try:
-        if path.is_file() and path.stat().st_size <= MAX_ENV_BYTES:
-            return compose.read_env(path.read_text(encoding="utf-8", errors="replace"))
+        if path.is_file():
+            with path.open("rb") as handle:
+                text = handle.read(MAX_ENV_BYTES).decode("utf-8", "replace")
+            return compose.read_env(text)
     except OSError:
         pass
     return {}

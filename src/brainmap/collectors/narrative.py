@@ -51,8 +51,6 @@ def _has_local(low: str) -> bool:
 
 
 _PORT_URL = re.compile(r"://[^\s/]*:\d")
-# A terminal table's header: upper-case NAME(S) and PORTS columns set apart by 2+ spaces
-_TABLE_HEADER = re.compile(r"^\s*(?=.*\bNAMES?\b)(?=.*\bPORTS\b)[A-Z][A-Z ]*\s{2,}[A-Z][A-Z ]*$")
 _RUNNING = re.compile(r"\b(Up|running|Running|Exited|exited|healthy)\b")
 MAX_OBSERVATIONS = 2_000  # per file: a page of generated URLs must not flood the facts
 
@@ -65,7 +63,10 @@ def collect(text: str, entry: Entry, project: str) -> list[Observation]:
     # most pages have none of these: one search of the whole text each skips the line loops
     if "services:" in text:
         for start, end in entry.fences:
-            snippet = "\n".join(lines[start + 1 : end - 1 if end - 1 > start else end])
+            body = lines[start + 1 : end]
+            if body and body[-1].lstrip().startswith(("```", "~~~")):  # unless left open
+                body = body[:-1]
+            snippet = "\n".join(body)
             if re.search(r"^services:\s*$", snippet, re.MULTILINE):
                 found = compose.collect(
                     snippet, project, method="compose-snippet", first_line=start + 2
@@ -118,8 +119,8 @@ def _tables(
     tables: each row names a service and the ports it publishes."""
     n = start
     while n < len(lines):
-        header = lines[n]
-        if not _TABLE_HEADER.search(header) or n in used:
+        header = lines[n].rstrip()
+        if n in used or not _is_table_header(header):
             n += 1
             continue
         used.add(n)
@@ -156,6 +157,21 @@ def _tables(
             n += 1
 
 
+def _is_table_header(line: str) -> bool:
+    """A terminal table's header: NAME(S) and PORTS columns set apart by two or more spaces,
+    every word capitalised (`docker ps`, `docker compose ps`, docker-compose v1's
+    ``Name  Command  State  Ports``), so that prose about names and ports is not one."""
+    words = line.split()
+    upper = line.upper()
+    return (
+        len(words) >= 2
+        and "PORTS" in upper.split()
+        and ("NAME" in upper.split() or "NAMES" in upper.split())
+        and all(w[0].isupper() for w in words)
+        and "  " in line.strip()
+    )
+
+
 def _column(header: str, name: str) -> tuple[int, int] | None:
     """Where a column of a fixed-width table header starts and ends."""
     m = re.search(rf"\b{name}\b", header.upper())
@@ -176,9 +192,10 @@ def _service_of(name: str, project: str) -> str:
     if indexed is None:
         return name
     base = indexed.group(1)
+    prefix = project.rpartition("/")[2]  # docker names a project after the folder's last part
     for sep in ("-", "_"):
-        if base.lower().startswith(project + sep):
-            return base[len(project) + 1 :]
+        if base.lower().startswith(prefix + sep):
+            return base[len(prefix) + 1 :]
     if truncated:
         return base
     m = re.match(r"^.+[-_]([A-Za-z0-9.]+)$", base)

@@ -16,13 +16,13 @@ from brainmap.collectors import (
     PART_OF,
     PUBLISHES,
     Observation,
+    clean,
     image_key,
     only_safe,
     port_key,
     project_name,
     service_key,
 )
-from brainmap.collectors.yamltree import clean
 from brainmap.errors import UserError
 
 DOCKER_TIMEOUT_S = 10.0
@@ -117,12 +117,31 @@ def docker_ps(text: str) -> list[Observation]:
             out.append(Observation(subject, IMAGE, image, n, "docker-ps", dict(named)))
         if name:
             out.append(Observation(subject, CONTAINER_NAME, f"container:{name}", n, "docker-ps"))
-        for ip, host_port, container, proto in port_mappings(str(row.get("Ports") or "")):
+        for ip, host_port, container, proto in port_mappings(_ports_text(row.get("Ports"))):
             mapping: dict[str, str | bool] = {"container": container, "protocol": proto,
                                               "host_ip": ip, **named}  # fmt: skip
             out.append(Observation(subject, PUBLISHES, port_key(host_port), n, "docker-ps",
                                    {k: v for k, v in mapping.items() if v}))  # fmt: skip
     return only_safe(out)
+
+
+def _ports_text(raw: object) -> str:
+    """docker's PORTS column; podman gives a list of mappings instead."""
+    if not isinstance(raw, list):
+        return clean(str(raw or ""))
+    out = []
+    for m in raw:
+        if not isinstance(m, dict):
+            continue
+        numbers = [str(m.get(k) or "") for k in ("host_port", "container_port", "range")]
+        if not (numbers[0].isdigit() and numbers[1].isdigit()):
+            continue
+        host, container = int(numbers[0]), int(numbers[1])
+        count = min(int(numbers[2]), 1000) if numbers[2].isdigit() else 1
+        span = (f"{host}-{host + count - 1}->{container}-{container + count - 1}"
+                if count > 1 else f"{host}->{container}")  # fmt: skip
+        out.append(f"{m.get('host_ip') or '0.0.0.0'}:{span}/{m.get('protocol') or 'tcp'}")
+    return ", ".join(out)
 
 
 def _labels(raw: object) -> dict[str, str]:

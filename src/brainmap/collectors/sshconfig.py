@@ -19,11 +19,11 @@ from brainmap.collectors import (
     PORT,
     USER,
     Observation,
+    clean,
     only_safe,
     parse_port,
     port_key,
 )
-from brainmap.collectors.yamltree import clean
 
 MAX_INCLUDE_DEPTH = 16  # as ssh itself
 # option (lower case) -> (predicate, object kind); only these are read: nothing secret
@@ -119,6 +119,13 @@ def _cite(source: str, config: Path, rel: str | None) -> str:
     return f"{folder}/{inner.as_posix()}" if folder else inner.as_posix()
 
 
+def _within(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root)
+    except OSError:
+        return False
+
+
 def _allowed(path: Path, roots: list[Path]) -> bool:
     """Includes are read from the config's folder, ``~/.ssh`` and ``/etc/ssh`` only: a
     hostile config must not make brainmap read (and store) ``/proc/self/environ``."""
@@ -153,6 +160,9 @@ def _read(
                 full = os.path.expanduser(pattern)
                 if not os.path.isabs(full):
                     full = str(path.parent / full)
+                fixed = Path(re.split(r"[*?\[]", full, maxsplit=1)[0]).parent
+                if not any(_within(fixed, root) or _within(root, fixed) for root in roots):
+                    continue  # outside the allowed folders: not even listed
                 for name in sorted(glob.glob(full))[:256]:
                     included = Path(name)
                     if str(included) in seen or not _allowed(included, roots):

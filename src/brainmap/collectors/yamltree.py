@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from brainmap.collectors import clean
+
 if TYPE_CHECKING:
     import yaml
 
@@ -78,8 +80,3 @@ def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Nod
     if isinstance(node, yaml.SequenceNode):
         return Node([_convert(v, offset, depth + 1, budget) for v in node.value], line)
     return Node(clean(str(node.value)) if node.value is not None else None, line)
-
-
-def clean(text: str) -> str:
-    """Text that SQLite can store: lone surrogates (from ``"\\ud800"`` escapes) replaced."""
-    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text

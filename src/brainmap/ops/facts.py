@@ -133,14 +133,13 @@ def _collect_library(
         path = Path(from_file).expanduser().absolute()
         source = sources[0]
         said: list[Observation]
+        unit = f"file:{path}"  # replaced by the next collection from the same file
         if source == "runtime":
             said = runtime_mod.docker_ps(from_text)
-            unit = "runtime:docker"
         else:
             # an outside file's project is its folder's name (as docker compose names it)
             said = config_observations(source, path, path.name, from_text,
                                        project_name(path.parent.name))  # fmt: skip
-            unit = f"file:{path}"
         store.put_unit_observations(library_id, unit, records(said, str(path), now, None))
         out.ran.append(f"{source} from {path}")
     elif "runtime" in sources:

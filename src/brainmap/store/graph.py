@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
+
+import apsw
 
 from brainmap.store.db import batched, marks
 from brainmap.store.facts import FactStore
@@ -122,9 +125,15 @@ class GraphStore(FactStore):
                  record.source_rev),
             )  # fmt: skip
             self._put_graph("code_id", record.id, record.library_id, graph, replace=not new)
-            self._put_observations(
-                "code_id", record.id, record.library_id, observations, replace=not new
-            )
+            try:
+                self._put_observations(
+                    "code_id", record.id, record.library_id, observations, replace=not new
+                )
+            except Exception:  # leave no half-written file: no row, so the next run reads it
+                self._pending = [p for p in self._pending if p[1] != record.id]
+                with suppress(apsw.Error):
+                    self.conn.execute("DELETE FROM code_file WHERE id = ?", (record.id,))
+                raise
 
     def delete_code_files(self, ids: Sequence[str]) -> None:
         with self.write():
