@@ -845,3 +845,21 @@ def test_a_fifo_named_like_a_compose_file_does_not_hang(home: Path, tmp_path: Pa
     brain = ops.Brain(home)
     assert ("project:app", "serves", "port:8000") in _facts(brain)
     brain.close()
+
+
+def test_an_edited_env_file_re_reads_the_compose_file_beside_it(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", 'services:\n  web:\n    ports: ["${WEB_PORT:-80}:80"]\n')
+    env = write(lib / "shop" / ".env", "WEB_PORT=9100\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+    assert ("service:shop/web", "publishes", "port:9100") in _facts(brain)
+    env.write_text("WEB_PORT=9200\n")
+    os.utime(env, (time.time() + 5, time.time() + 5))  # a new stat even within one tick
+    _collect(brain)
+    facts = _facts(brain)
+    assert ("service:shop/web", "publishes", "port:9200") in facts
+    assert ("service:shop/web", "publishes", "port:9100") not in facts
+    brain.close()
+    data = b"".join(p.read_bytes() for p in home.glob("brain.db*"))
+    assert b"WEB_PORT=9200" not in data  # the .env is followed, never stored

@@ -73,6 +73,8 @@ class LibraryConfig:
     def code_paths(self) -> PathFilter | None:
         """Which files are read for breadcrumbs and facts (None when there are none)."""
         globs = self.code + [g for source in self.facts.values() for g in source]
+        if self.facts.get("compose"):
+            globs.append("**/.env")  # followed so that an edit re-reads the compose files beside
         return PathFilter(globs, self.exclude + CODE_EXCLUDE) if globs else None
 
     def fact_sources(self) -> dict[str, PathFilter]:

@@ -286,20 +286,30 @@ def index_library(
     from brainmap.collectors.files import ProjectFinder  # the collectors load when indexing
 
     projects = ProjectFinder(root, lib.name)
+    env_changed: set[str] = set()  # folders whose .env changed in this run
     try:
         for found in scan(root, lib.paths, lib.code_paths):
             if found.code:
                 seen_code.add(found.rel)
                 old_code = code_states.get(found.rel)
                 assert found.stat is not None
-                if (full or not old_code or not _same_stat(old_code, found.stat)) and (
-                    found.stat.st_size <= max_bytes
+                folder, _, name = found.rel.rpartition("/")
+                changed = full or not old_code or not _same_stat(old_code, found.stat)
+                if name == ".env":  # scanned before compose.yaml: the folder's files follow
+                    if changed:
+                        env_changed.add(folder)
+                elif (
+                    folder in env_changed
+                    and "compose" in sources
+                    and sources["compose"].wants(found.rel)
                 ):
+                    changed = True  # interpolated from the .env that changed
+                if changed and found.stat.st_size <= max_bytes:
                     batch.tick()
                     try:
                         _index_code(
-                            store, lib, library_id, found, old_code, has_git, full, report,
-                            sources, projects,
+                            store, lib, library_id, found, old_code, has_git,
+                            full or folder in env_changed, report, sources, projects,
                         )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
