@@ -863,3 +863,21 @@ def test_an_edited_env_file_re_reads_the_compose_file_beside_it(home: Path, tmp_
     brain.close()
     data = b"".join(p.read_bytes() for p in home.glob("brain.db*"))
     assert b"WEB_PORT=9200" not in data  # the .env is followed, never stored
+
+
+def test_ask_the_questions_of_the_issue(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "matrix" / "homeserver.yaml", "listeners:\n  - port: 8008\n    type: http\n")
+    write(lib / "ops" / "backups.md", "---\nfacts:\n  - backup runs_on host:nas\n---\n# Backups\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+    port = ops.ask(brain, ops.AskInput(question="which port does the homeserver listen on",
+                                       root="facts", web=False))  # fmt: skip
+    assert [(f.subject, f.object, f.confidence) for f in port.facts] == [
+        ("service:matrix/homeserver", "port:8008", "hypothesis")]  # fmt: skip
+    assert port.answer is None  # one source: an honest "unconfirmed"
+    host = ops.ask(brain, ops.AskInput(question="which host runs the backups", root="facts",
+                                       web=False))  # fmt: skip
+    assert [(f.subject, f.object) for f in host.facts] == [("entity:backup", "host:nas")]
+    assert host.facts[0].evidence[0].path == "ops/backups.md"
+    brain.close()

@@ -601,14 +601,31 @@ PREDICATE_WORDS: dict[str, set[str]] = {
     "network": {"network", "networks"},
     "volume": {"volume", "volumes", "mount", "mounts", "data", "stored", "storage"},
     "env_var": {"env", "environment", "variable", "variables", "setting", "settings"},
-    PART_OF: {"services", "containers", "project", "part"},
+    PART_OF: {"project", "part", "belong", "belongs"},
     CONTAINER_NAME: {"container"},
 }
 _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
 
 
 def words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP}
+    """Content words, with a plural's ``s`` folded (backups = backup, ports = port)."""
+    return {_singular(w) for w in _WORD.findall(text.casefold()) if w not in _STOP}
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _on_topic(fact: FactRow, asks: set[str], asked: set[str]) -> bool:
+    """Whether a fact is of the kind the question asks about: its predicate is one the
+    question's words point at, or (for a predicate of one's own, from a frontmatter list)
+    the question names the predicate or the kind of its object ("which host ...")."""
+    if fact.predicate in asks:
+        return True
+    if fact.predicate in PREDICATE_WORDS:
+        return False
+    kind = fact.object.partition(":")[0]
+    return bool(words(fact.predicate.replace("_", " ")) & asked) or _singular(kind) in asked
 
 
 def answer(question: str, facts: list[FactRow], limit: int = 10) -> list[FactRow]:
@@ -621,7 +638,7 @@ def answer(question: str, facts: list[FactRow], limit: int = 10) -> list[FactRow
     asked = words(question)
     if not asked:
         return []
-    asks_predicate = {p for p, ws in PREDICATE_WORDS.items() if ws & asked}
+    asks_predicate = {p for p, ws in PREDICATE_WORDS.items() if {_singular(w) for w in ws} & asked}
     scored = []
     for fact in facts:
         if fact.subject.startswith("service:"):
@@ -638,7 +655,7 @@ def answer(question: str, facts: list[FactRow], limit: int = 10) -> list[FactRow
         object_hit = bool(words(label(fact.object)) & asked)
         if not matched and not object_hit:
             continue
-        if asks_predicate and fact.predicate not in asks_predicate:
+        if asks_predicate and not _on_topic(fact, asks_predicate, asked):
             continue
         coverage = matched / size if size else 0.0
         scored.append(((matched + object_hit, coverage), fact))
