@@ -45,7 +45,6 @@ from brainmap.collectors import (
 from brainmap.store import EdgeRecord, FactRow, NodeRecord, ObservationRecord, Store
 
 CONFIRMED, PARTIAL, HYPOTHESIS, CONTRADICTED = "confirmed", "partial", "hypothesis", "contradicted"
-CONFIDENCES = (CONFIRMED, PARTIAL, HYPOTHESIS, CONTRADICTED)
 AUTHORITY = {RUNTIME: 3, CONFIG: 2, NARRATIVE: 1}
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
