@@ -435,11 +435,11 @@ def records(
     ]
 
 
-def pair_library(store: Store, library_id: int, *, force: bool = False) -> bool:
-    """Re-pair a library when its observations changed since the last pairing (or ``force``);
-    return whether it did."""
+def pair_library(store: Store, library_id: int) -> bool:
+    """Re-pair a library when its observations changed since the last pairing; return
+    whether it did."""
     digest = store.observation_digest(library_id)
-    if not force and store.pairing_digest(library_id) == digest:
+    if store.pairing_digest(library_id) == digest:
         return False
     nodes, edges = pair(store.observations(library_id))
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

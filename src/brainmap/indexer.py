@@ -313,7 +313,7 @@ def index_library(
                         )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
-                    except Exception:
+                    except Exception:  # a code file is not knowledge: it is left out
                         pass
                 continue
             report.files += 1

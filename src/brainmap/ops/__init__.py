@@ -46,7 +46,8 @@ from brainmap.ops.library import (
 )
 
 __all__ = [
-    "OPS", "AskInput", "CollectInput", "ask", "collect", "AuditInput", "BacklinksInput", "Brain", "EvalInput", "GetInput", "GitImportInput",
+    "OPS", "AskInput", "AuditInput", "BacklinksInput", "Brain", "CollectInput", "EvalInput",
+    "GetInput", "GitImportInput", "ask", "collect",
     "IngestInput", "LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NeighborsInput",
     "NoInput", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput", "audit",
     "backlinks", "describe_errors", "doctor", "eval_", "gc", "get", "git_import", "ingest",

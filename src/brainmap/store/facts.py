@@ -11,13 +11,14 @@ from typing import Any
 
 import apsw
 
+from brainmap.store.db import marks
 from brainmap.store.records import EdgeRecord, FactRow, NodeRecord, ObservationRecord
 
 FACTS_ROOT = "facts"
 
 _FACT_SELECT = """
-SELECT g.subject, g.predicate, g.object, g.confidence, l.name, g.source_uri, g.line,
-       g.observed_at, g.source_rev, g.props
+SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
+       g.source_rev, g.props, g.confidence
 FROM edge g JOIN library l ON l.id = g.library_id
 WHERE g.root = 'facts'
 """
@@ -135,10 +136,13 @@ class FactStore:
         """Assertions of the facts root (of some libraries), in a stable order."""
         sql, params = _FACT_SELECT, []
         if library_ids is not None:
-            sql += f" AND g.library_id IN ({','.join('?' * len(library_ids))})"
+            sql += f" AND g.library_id IN ({marks(len(library_ids))})"
             params = list(library_ids)
         rows = self._rows(sql + " ORDER BY l.name, g.subject, g.predicate, g.object, g.id", params)
-        return [FactRow(*r[:9], props=json.loads(r[9])) for r in rows]  # type: ignore[misc]
+        return [
+            FactRow(*r[:8], props=json.loads(r[8]), confidence=str(r[9]))  # type: ignore[misc]
+            for r in rows
+        ]
 
     def fact_counts(self, library_id: int | None = None) -> dict[str, int]:
         """Assertions by confidence (of one library, or all)."""

@@ -308,17 +308,15 @@ class GraphStore(FactStore):
         return out, cut
 
     def edges_from(self, key: str, predicate: str) -> list[EdgeRow]:
-        rows = self._rows(
-            EDGE_SELECT + f" WHERE g.subject = ? AND g.predicate = ? AND g.root = '{INFO_ROOT}' "
-            "ORDER BY g.id",
-            (key, predicate),
-        )
-        return [edge_row(r) for r in rows]
+        return self._edges("subject", key, predicate)
 
     def edges_to(self, key: str, predicate: str) -> list[EdgeRow]:
+        return self._edges("object", key, predicate)
+
+    def _edges(self, column: str, key: str, predicate: str) -> list[EdgeRow]:
         rows = self._rows(
-            EDGE_SELECT + f" WHERE g.object = ? AND g.predicate = ? AND g.root = '{INFO_ROOT}' "
-            "ORDER BY g.id",
+            EDGE_SELECT + f" WHERE g.{column} = ? AND g.predicate = ? "
+            f"AND g.root = '{INFO_ROOT}' ORDER BY g.id",
             (key, predicate),
         )
         return [edge_row(r) for r in rows]

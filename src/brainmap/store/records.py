@@ -247,16 +247,7 @@ class ObservationRecord:
 
 
 @dataclass(frozen=True)
-class FactRow:
-    """An assertion of the facts root as read back."""
+class FactRow(EdgeRow):
+    """An assertion of the facts root as read back: an edge with its confidence."""
 
-    subject: str
-    predicate: str
-    object: str
     confidence: str
-    library: str
-    source_uri: str | None
-    line: int | None
-    observed_at: str | None
-    source_rev: str | None
-    props: dict[str, Any]
