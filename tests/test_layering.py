@@ -15,11 +15,13 @@ LAYERS = {
     "collectors": 2,  # reads markdown's parse; pairing their observations is facts
     "store": 2,
     "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
+    "libmap": 3,
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
     "ops": 5,
     "mcp_server": 6,
     "server": 7,  # serves the MCP tools of mcp_server at /mcp
-    "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "__main__": 9,
+    "gui": 7,  # the web GUI that server mounts at /
+    "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "cli_map": 8, "__main__": 9,
 }  # fmt: skip
 
 SQL = re.compile(

@@ -25,7 +25,7 @@ from test_server import _snapshot
 
 TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries",
          "neighbors", "backlinks", "refs", "git-import", "audit", "verify", "collect",
-         "ask"}  # fmt: skip
+         "ask", "map", "get_map", "map_recompute"}  # fmt: skip
 Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
 
@@ -121,6 +121,15 @@ async def _exercise_every_tool(connect: Connect) -> None:
         assert asked["info"][0]["path"] == "patterns/git-undo-commit.md" and asked["facts"] == []
         contradict = await _call(session, "audit", {"kind": "contradict"})
         assert contradict["conflicts"] == []
+        # the library map
+        lines = (await _call(session, "map", {}))["libraries"]
+        assert {line["library"] for line in lines} == {"brain", "example"}
+        block = await _call(session, "get_map", {"library": "example"})
+        assert block["status"] == "active" and block["narrative_source"] == "README.md"
+        recomputed = await _call(session, "map_recompute", {"library": "example"})
+        assert recomputed["unchanged"] == ["example"]
+        unknown = await session.call_tool("get_map", {"library": "nope"})
+        assert unknown.is_error and "no library" in unknown.content[0].text  # type: ignore[union-attr]
 
 
 def test_every_tool_over_stdio(brain: ops.Brain, home: Path) -> None:
@@ -143,7 +152,8 @@ def test_instructions_say_what_the_brain_holds(brain: ops.Brain, home: Path) -> 
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             init = await session.initialize()
             assert init.instructions and "`search` first" in init.instructions
-            assert "- example (project): 14 entries" in init.instructions
+            assert "Library map (2 libraries" in init.instructions
+            assert "- example (14 entries): A small brain used by" in init.instructions
 
     anyio.run(check)
 
@@ -154,7 +164,8 @@ def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:
     async def check() -> None:
         async with _stdio(home, "--read-only")() as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert names == TOOLS - {"save", "ingest", "reindex", "git-import", "verify", "collect"}
+            assert names == TOOLS - {"save", "ingest", "reindex", "git-import", "verify", "collect",
+                                     "map_recompute"}  # fmt: skip
             refused = await session.call_tool("save", {"title": "x"})
             assert refused.is_error and "read-only" in refused.content[0].text  # type: ignore[union-attr]
 

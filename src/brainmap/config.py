@@ -138,6 +138,18 @@ class WebSettings:
 
 
 @dataclass
+class MapSettings:
+    """The library map: what a block holds, what agents get, when search routes by it."""
+
+    top_entities: int = 8  # per block, by graph degree inside the library
+    bridges: int = 12  # shared entities listed per block (all are counted)
+    narrative_chars: int = 280
+    instructions_tokens: int = 1500  # budget of the map in the MCP instructions (~4 chars/token)
+    route_above: int = 8  # search routes through the map when more libraries than this exist
+    route_libraries: int = 5  # how many libraries a routed search looks in (benchmarks/routing.py)
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -149,6 +161,7 @@ class Config:
     save: SaveSettings = field(default_factory=SaveSettings)
     graph: GraphSettings = field(default_factory=GraphSettings)
     web: WebSettings = field(default_factory=WebSettings)
+    map: MapSettings = field(default_factory=MapSettings)
 
     @property
     def db_path(self) -> Path:
@@ -299,6 +312,7 @@ def load(home: Path) -> Config:
         cfg.save = _section(SaveSettings, data.get("save", {}))
         cfg.graph = _section(GraphSettings, data.get("graph", {}))
         cfg.web = _section(WebSettings, data.get("web", {}))
+        cfg.map = _section(MapSettings, data.get("map", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -337,6 +351,12 @@ _RANGES: dict[str, tuple[float, float]] = {
     "hop_commits": (1, 100),
     "verify_days": (0, 100_000),
     "timeout_s": (0.1, 600),
+    "top_entities": (1, 100),
+    "bridges": (0, 1000),
+    "narrative_chars": (40, 10_000),
+    "instructions_tokens": (100, 100_000),
+    "route_above": (1, 100_000),
+    "route_libraries": (1, 1000),
 }
 
 
@@ -394,6 +414,7 @@ def to_toml(cfg: Config) -> str:
         ("save", cfg.save),
         ("graph", cfg.graph),
         ("web", cfg.web),
+        ("map", cfg.map),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]

@@ -13,6 +13,7 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import stat
 import time
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from brainmap import libmap
 from brainmap.analysis import fts_text
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
@@ -47,6 +49,8 @@ from brainmap.store import (
     VectorCache,
     slug_of,
 )
+
+log = logging.getLogger("brainmap.indexer")
 
 if TYPE_CHECKING:
     from brainmap.collectors.files import ProjectFinder
@@ -82,6 +86,7 @@ class LibraryReport:
 class ReindexReport:
     libraries: list[LibraryReport] = field(default_factory=list)
     embedding: EmbedReport | None = None
+    map: list[str] = field(default_factory=list)  # libraries whose map block was recomputed
 
 
 # --- globs and scanning ---------------------------------------------------------------------
@@ -595,6 +600,10 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
         pass  # the text is searchable now; `brainmap reindex` embeds it when the model is back
     finally:
         cache.close()
+    try:
+        libmap.refresh(cfg, store, [lib])
+    except Exception:  # derived data: the next reindex catches the map up; the note is saved
+        log.warning("library map not refreshed for %s", lib.name, exc_info=True)
     return ids
 
 
@@ -695,4 +704,5 @@ def reindex(
             finally:
                 cache.close()
             store.checkpoint()
+        report.map = libmap.refresh(cfg, store, libs, embed=embed)
     return report

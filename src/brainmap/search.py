@@ -9,6 +9,7 @@ p50 budget; the vectors still live in brain.db, so the index stays one file.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 import threading
@@ -71,6 +72,7 @@ class SearchResult:
     hits: list[Hit]
     terms: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    routed: list[str] | None = None  # the libraries the map routed the search to, if it did
 
 
 def parse_since(value: str | None) -> str | None:
@@ -171,6 +173,7 @@ class Searcher:
         self._embedder_error: str | None = None
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._routes: _Routes | None = None
 
     # the pieces
 
@@ -283,8 +286,11 @@ class Searcher:
         since: str | None = None,
         limit: int = 10,
         mode: Mode = "hybrid",
+        route: bool = True,
     ) -> SearchResult:
-        """Search the index; any text is a valid query."""
+        """Search the index; any text is a valid query. With ``route`` and more libraries
+        than ``[map] route_above``, the library map picks the libraries to search first
+        (hybrid and vector modes, when no library is named)."""
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}", hint="use hybrid, bm25 or vector")
         limit = max(1, min(int(limit), 1000))
@@ -300,6 +306,13 @@ class Searcher:
         if mode != "bm25":
             # embedding the query overlaps the BM25 query and the vector refresh
             pending_vector = _embed_pool().submit(self.embed_query, query[:2000])
+
+        if route and not libraries and pending_vector is not None and self._routes_apply():
+            # routing needs the query vector before the lists are searched
+            query_vector = pending_vector.result()
+            result.routed = self.route(query_vector) if query_vector is not None else None
+            if result.routed is not None:
+                filters = self.filters(result.routed, types, tags, since)
 
         bm25_ids: list[int] = []
         if mode != "vector":
@@ -327,6 +340,55 @@ class Searcher:
 
         result.hits = self._fuse(bm25_ids, vector_hits, limit, result.terms)
         return result
+
+    def route(self, query_vector: np.ndarray) -> list[str] | None:
+        """The libraries a query should search, or None when routing does not apply (too
+        few libraries, or none with a routing vector): the ``route_libraries`` nearest the
+        query, plus every library the map cannot place (no block or no vector yet)."""
+        routes = self._route_table()
+        if not routes.applies(self.cfg.map.route_above):
+            return None
+        count = self.cfg.map.route_libraries
+        return route_libraries(query_vector, routes.names, routes.matrix, count) + routes.always
+
+    def _routes_apply(self) -> bool:
+        return self._route_table().applies(self.cfg.map.route_above)
+
+    def _route_table(self) -> _Routes:
+        """The routing vectors, as of the map's current generation. Libraries are placed by
+        the centroid of their chunk vectors; only when none has one, by their embedded
+        sentence (the two are not on one scale). Libraries without chunks are left out."""
+        generation = self.store.map_generation()
+        routes = self._routes
+        if routes is not None and routes.generation == generation:
+            return routes
+        rows = {row.library: row for row in self.store.map_blocks()}
+        centroids: dict[str, bytes] = {}
+        sentences: dict[str, bytes] = {}
+        always: list[str] = []
+        for lib in self.cfg.libraries:
+            row = rows.get(lib.name)
+            if row is None or row.model != self.model:
+                always.append(lib.name)
+            elif json.loads(row.block).get("chunks", 0) == 0:
+                continue  # nothing to find there
+            elif row.centroid is not None:
+                centroids[lib.name] = row.centroid
+            elif row.vec is not None:
+                sentences[lib.name] = row.vec
+            else:
+                always.append(lib.name)
+        chosen = centroids or sentences
+        if centroids:
+            always += list(sentences)
+        names = list(chosen)
+        matrix = (
+            np.stack([np.frombuffer(chosen[n], dtype=np.float32) for n in names])
+            if names
+            else np.zeros((0, 0), dtype=np.float32)
+        )
+        routes = self._routes = _Routes(generation, names, matrix, always)
+        return routes
 
     def _fuse(
         self,
@@ -399,6 +461,29 @@ class Searcher:
         age_days = max((now - seen).total_seconds() / 86400, 0.0)
         weight = math.pow(0.5, age_days / s.half_life_days)
         return s.decay_floor + (1.0 - s.decay_floor) * weight
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """The routing vectors of the map blocks, as of one map generation."""
+
+    generation: tuple[int, int]
+    names: list[str]
+    matrix: np.ndarray
+    always: list[str]  # searched whatever the query: the map cannot place them
+
+    def applies(self, above: int) -> bool:
+        """More libraries than ``above``, some of them with a routing vector."""
+        return bool(self.names) and len(self.names) + len(self.always) > above
+
+
+def route_libraries(
+    query_vector: np.ndarray, names: list[str], matrix: np.ndarray, count: int
+) -> list[str]:
+    """The ``count`` libraries whose routing vector is nearest the query (cosine)."""
+    scores = matrix @ query_vector.astype(np.float32)
+    order = np.argsort(-scores, kind="stable")[:count]
+    return [names[int(i)] for i in order]
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brainmap import __version__
 from brainmap.errors import UserError
+from brainmap.gui import install as install_gui
 from brainmap.mcp_server import create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served
 
@@ -235,7 +236,7 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
             for name in in_path
         ]
     else:
-        where = Query() if method == "GET" else Body()
+        where = Query() if method == "GET" or o.in_query else Body()
         parameters = [_param("inp", Annotated[o.input, where])]
 
     def endpoint(**given: Any) -> Any:
@@ -316,6 +317,7 @@ def create_app(
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    install_gui(app, brain, read_only=read_only)  # the web GUI at / (not in the OpenAPI)
     _install_error_handlers(app)
     return Guard(
         app,

@@ -33,6 +33,14 @@ from brainmap.ops.knowledge import (
     save,
     search,
 )
+from brainmap.ops.libmap import (
+    MapLibraryInput,
+    MapRecomputeInput,
+    get_map,
+    map_,
+    map_recompute,
+    map_text,
+)
 from brainmap.ops.library import (
     LibraryAddInput,
     LibraryInfo,
@@ -53,4 +61,5 @@ __all__ = [
     "backlinks", "describe_errors", "doctor", "eval_", "gc", "get", "git_import", "ingest",
     "init", "library_add", "library_list", "library_remove", "neighbors", "op", "refs",
     "reindex", "save", "search", "served", "stats", "to_jsonable", "verify", "VerifyInput",
+    "MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_recompute", "map_text",
 ]  # fmt: skip

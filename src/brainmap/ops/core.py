@@ -100,7 +100,7 @@ class Op:
     """One operation: the unit every interface exposes.
 
     Ops with ``methods`` are served over HTTP at ``path`` and as the MCP tool ``tool`` (the
-    path's first segment); the others (administration) belong to the CLI only.
+    path's first segment unless named); the others (administration) belong to the CLI only.
     """
 
     name: str
@@ -111,10 +111,12 @@ class Op:
     writes: bool
     methods: tuple[str, ...]
     path: str
+    tool_name: str | None = None
+    in_query: bool = False  # a POST takes its input as query parameters, not a JSON body
 
     @property
     def tool(self) -> str:
-        return self.path.strip("/").split("/")[0]
+        return self.tool_name or self.path.strip("/").split("/")[0]
 
 
 OPS: dict[str, Op] = {}
@@ -128,12 +130,15 @@ def op(
     writes: bool = False,
     methods: tuple[str, ...] = (),
     path: str | None = None,
+    tool: str | None = None,
+    in_query: bool = False,
 ) -> Callable[..., Any]:
     """Register a function in the operations table; its docstring is its description."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         description = inspect.getdoc(func) or name
-        OPS[name] = Op(name, func, input, output, description, writes, methods, path or f"/{name}")
+        OPS[name] = Op(name, func, input, output, description, writes, methods, path or f"/{name}",
+                       tool, in_query)  # fmt: skip
         return func
 
     return register

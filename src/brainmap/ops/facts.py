@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brainmap import websearch
+from brainmap import libmap, websearch
 from brainmap.collectors import Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
 from brainmap.embedding import ProgressFn
@@ -82,6 +82,7 @@ def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None)
         for lib in brain.cfg.select(names):
             report.libraries.append(_collect_library(brain, lib, sources, inp.from_file,
                                                      from_text, progress))  # fmt: skip
+        libmap.refresh(brain.cfg, brain.store, brain.cfg.select(names))
     return report
 
 

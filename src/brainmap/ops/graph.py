@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import audit as audit_mod
+from brainmap import libmap
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.gitlog import GitImportReport, import_history
@@ -124,6 +125,10 @@ def git_import(
                 result.libraries.append(import_history(brain.store, lib, progress))
             except UserError as exc:  # one unreadable repository does not stop the others
                 result.failed.append(f"{lib.name}: {exc.message}")
+        imported = {r.library for r in result.libraries}
+        libmap.refresh(
+            brain.cfg, brain.store, [x for x in brain.cfg.libraries if x.name in imported]
+        )
     return result
 
 

@@ -10,7 +10,7 @@ from pydantic import (
 )
 
 from brainmap import config as config_mod
-from brainmap import evaluate
+from brainmap import evaluate, libmap
 from brainmap.gitlog import prune_unreachable
 from brainmap.indexer import diff_library, reindex_lock
 from brainmap.ops.core import Brain, _Input, op
@@ -114,7 +114,8 @@ class DoctorReport:
 @op("doctor", NoInput, DoctorReport, methods=("GET",))
 def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
     """Health check: embedding model, schema, database integrity, vectors, files on disk
-    against the index, skipped files. Every failed check comes with its fix."""
+    against the index, the library map, skipped files. Every failed check comes with its
+    fix."""
     store = brain.store
     checks: list[Check] = []
     status = _vector_search_status(brain)
@@ -185,6 +186,13 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
             Check(f"files:{lib.name}", not stale, detail,
                   None if not stale else f"brainmap reindex {lib.name}", items)
         )  # fmt: skip
+    behind = libmap.stale(brain.cfg, store)
+    checks.append(
+        Check("map", not behind,
+              "every library's map block is current" if not behind
+              else f"{len(behind)} map block(s) behind the index",
+              None if not behind else "brainmap map recompute", behind)
+    )  # fmt: skip
     dangling = store.dangling_breadcrumbs()
     shown = [
         f"{e.library}:{e.source_uri}:{e.line}: Brain: {e.props.get('ref', e.object[5:])}"
@@ -244,7 +252,10 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
         cache = VectorCache(cfg.cache_path)
         try:
             if kept_because is None:
-                removed = cache.prune(model, store.embed_hashes())
+                used = store.embed_hashes() | {
+                    libmap.sentence_hash(b) for b in libmap.blocks(store)
+                }  # the map blocks' sentences too
+                removed = cache.prune(model, used)
             cache.vacuum()
         finally:
             cache.close()

@@ -37,6 +37,11 @@ class SearchInput(_Input):
     )
     limit: int = Field(10, ge=1, le=100)
     mode: Mode = "hybrid"
+    route: bool = Field(
+        True,
+        description="With many libraries, search only those whose map block is nearest the "
+        "query (the result names them in 'routed'); false searches every library.",
+    )
     hop: int = Field(
         0, ge=0, le=3,
         description="Attach provenance to each hit: 1 its file, 2 also the commits that "
@@ -72,6 +77,7 @@ def search(brain: Brain, inp: SearchInput) -> SearchResult:
         else inp.since.isoformat(),
         limit=inp.limit,
         mode=inp.mode,
+        route=inp.route,
     )
     if inp.hop:
         chains = GraphReader(brain.store).hops(

@@ -10,6 +10,7 @@ from pydantic import (
     Field,
 )
 
+from brainmap import libmap
 from brainmap.config import (
     LibraryConfig,
     check_library_name,
@@ -120,7 +121,14 @@ def library_remove(brain: Brain, inp: LibraryNameInput) -> LibraryRemoved:
     with reindex_lock(brain.home):  # never under the feet of a running reindex
         brain.cfg.libraries.remove(lib)
         brain.save_config()
-        return LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
+        removed = LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
+        # the libraries whose bridges name it lose them (their sentences do not change)
+        partners = [
+            b.library for b in libmap.blocks(brain.store) if lib.name in b.bridged_libraries
+        ]
+        if partners:
+            libmap.recompute(brain.cfg, brain.store, partners, embed=False)
+        return removed
 
 
 # --- indexing -------------------------------------------------------------------------------

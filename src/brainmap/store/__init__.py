@@ -12,6 +12,7 @@ from brainmap.store.db import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect,
 from brainmap.store.facts import FACTS_ROOT
 from brainmap.store.graph import ALIAS_OF, AUTHORED_BY, HAS_VERSION, REFERENCES
 from brainmap.store.index import Store
+from brainmap.store.libmap import MapBlockRow, MapVectors, NewBlock
 from brainmap.store.records import (
     ChunkRecord,
     CodeFileRecord,
@@ -54,6 +55,9 @@ __all__ = [
     "Filters",
     "HitRow",
     "LibraryRow",
+    "MapBlockRow",
+    "MapVectors",
+    "NewBlock",
     "PendingChunk",
     "Store",
     "VectorCache",

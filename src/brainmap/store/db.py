@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -235,9 +235,38 @@ UPDATE entry SET mtime_ns = 0, content_hash = '';
 UPDATE code_file SET mtime_ns = 0, content_hash = '';
 """
 
+# v4: the library map. One block per library is active; a recompute inserts the new blocks and
+# marks the old ones superseded in one transaction (a few superseded blocks are kept as history).
+# ``state`` summarises what the block was computed from (entries, code files, facts, git): a
+# library whose state differs is recomputed by the next reindex, also after a crash.
+# ``partners`` holds, per library sharing entities with this one, a digest of those entities.
+# ``vec`` embeds the block's sentence with ``model`` and ``centroid`` is the mean of the
+# library's ``centroid_n`` chunk vectors (search routes by it); NULL when there were none.
+_SCHEMA_V4 = """
+CREATE TABLE map_block(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  library_id INTEGER NOT NULL REFERENCES library(id) ON DELETE CASCADE,
+  status TEXT NOT NULL CHECK (status IN ('active', 'superseded')),
+  created_at TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  state TEXT NOT NULL,
+  block TEXT NOT NULL,
+  partners TEXT NOT NULL DEFAULT '{}',
+  model TEXT,
+  vec BLOB,
+  centroid BLOB,
+  centroid_n INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX map_block_active ON map_block(library_id) WHERE status = 'active';
+CREATE INDEX map_block_library ON map_block(library_id, id);
+INSERT INTO meta(key, value) VALUES ('map_gen', 0);
+-- a library's centroid reads its vectors; without this, every vector of every library
+CREATE INDEX chunk_vec_library ON chunk_vec(library_id, model);
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 
 def slug_of(path: str) -> str:

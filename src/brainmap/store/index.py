@@ -13,6 +13,7 @@ import apsw
 
 from brainmap.store.db import PRAGMAS, batched, connect, immediate, marks, migrate, user_version
 from brainmap.store.graph import GraphStore
+from brainmap.store.libmap import MapStore
 from brainmap.store.records import (
     HIT_SELECT,
     ChunkRecord,
@@ -28,7 +29,7 @@ from brainmap.store.records import (
 )
 
 
-class Store(GraphStore):
+class Store(GraphStore, MapStore):
     """The index in ``brain.db``. One connection; writes go through :meth:`write`."""
 
     def __init__(self, path: Path | str) -> None:
@@ -72,11 +73,11 @@ class Store(GraphStore):
                 self._depth = 0
                 self._pending = []
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self.conn.execute(sql, params).fetchall()
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def _one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         rows = self._rows(sql, params)
         return rows[0][0] if rows else None
 

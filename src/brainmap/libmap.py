@@ -1,0 +1,535 @@
+"""The library map: one block per library saying what it is about, recomputed when it changes.
+
+A block holds the library's narrative (the first paragraph of its top-level README or index
+page, else of its most central entry), its top entities by graph degree, its relation profile
+(how many edges of each predicate), the bridges (entities other libraries mention too), its
+size and git HEAD. Blocks are computed from the index only; a recompute writes a new active
+block and supersedes the old one in one transaction, and only when the content changed.
+Each block also keeps two vectors: its sentence ("{library}: {narrative}. Core: {entities}"),
+embedded, and the centroid of its library's chunk vectors. Search routes by the centroid
+(the sentence where there is none): on tldr split by language and platform the centroid put
+the query's library among the 3 picked for 96% of queries, the sentence for 31%
+(benchmarks/routing.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from brainmap.config import Config, LibraryConfig
+from brainmap.store import MapBlockRow, MapVectors, NewBlock, Store
+
+# Files whose first paragraph says what a library is, in order of preference (at its root,
+# in any case).
+NARRATIVE_FILES = ("README.md", "index.md", "_index.md", "README.markdown", "home.md")
+PROFILE_SIZE = 12  # predicates kept in the relation profile
+# Predicates that every entry or file has: they describe the index, not the library.
+STRUCTURAL_PREDICATES = frozenset({"from_file"})
+CHARS_PER_TOKEN = 4  # the instructions budget counts tokens as characters / 4
+CENTROID_DRIFT = 0.05  # a centroid is recomputed when its library's vector count moves more
+
+
+@dataclass
+class Entity:
+    """A node of the library's graph with its degree inside the library."""
+
+    name: str
+    key: str
+    degree: int
+
+
+@dataclass
+class Bridge:
+    """An entity this library shares with others."""
+
+    name: str
+    key: str
+    libraries: list[str]
+
+
+@dataclass
+class MapBlock:
+    """The summary of one library (``status`` active, or superseded by a newer block)."""
+
+    library: str
+    narrative: str
+    narrative_source: str | None  # the entry path the narrative comes from
+    top_entities: list[Entity]
+    relation_profile: dict[str, int]
+    bridges: list[Bridge]
+    bridged_libraries: dict[str, int]  # library -> how many entities it shares with this one
+    triplet_count: int
+    entries: int
+    chunks: int
+    last_change: str | None  # newest file modification time of its entries
+    commit_hash: str | None  # git HEAD of the library's folder, when it is in a repository
+    id: int = 0
+    status: str = "active"
+    created_at: str = ""
+    routable: bool = False  # search can route to it (it has a centroid or sentence vector)
+
+    def sentence(self) -> str:
+        """What is embedded for routing: the library, its narrative and its core entities."""
+        core = ", ".join(e.name for e in self.top_entities)
+        return f"{self.library}: {self.narrative}. Core: {core}"
+
+
+def _content(block: MapBlock) -> dict[str, Any]:
+    data = asdict(block)
+    for key in ("id", "status", "created_at", "routable"):
+        data.pop(key)
+    return data
+
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(
+        json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+
+
+def fingerprint(block: MapBlock) -> str:
+    """The digest of a block's content (not of its id, status or time)."""
+    return _digest(_content(block))
+
+
+def sentence_hash(block: MapBlock) -> str:
+    """The vector cache key of a block's embedded sentence."""
+    return hashlib.sha256(("map\n" + block.sentence()).encode("utf-8")).hexdigest()
+
+
+def decode(row: MapBlockRow) -> MapBlock:
+    """The block stored in a row, with the row's id, status and time."""
+    data = json.loads(row.block)
+    block = MapBlock(
+        **{k: v for k, v in data.items() if k not in ("top_entities", "bridges")},
+        top_entities=[Entity(**e) for e in data["top_entities"]],
+        bridges=[Bridge(**b) for b in data["bridges"]],
+    )
+    block.id, block.status, block.created_at = row.id, row.status, row.created_at
+    block.routable = row.centroid is not None or row.vec is not None
+    return block
+
+
+# --- computing a block ----------------------------------------------------------------------
+
+
+@dataclass
+class Computed:
+    """A computed block, and per partner library a digest of the entities it shares with it
+    (a partner's bridges change exactly when its digest does)."""
+
+    block: MapBlock
+    partners: dict[str, str]
+
+
+def compute(cfg: Config, store: Store, lib: LibraryConfig, library_id: int) -> Computed:
+    """The block of one library, from the index as it is now."""
+    settings = cfg.map
+    degrees = store.entity_degrees(library_id)
+    top = _top_entities(degrees, settings.top_entities)
+    predicates = store.predicate_counts(library_id)
+    profile = dict(
+        sorted(
+            ((p, n) for p, n in predicates.items() if p not in STRUCTURAL_PREDICATES),
+            key=lambda item: (-item[1], item[0]),
+        )[:PROFILE_SIZE]
+    )
+    shared = store.libraries_sharing(list(degrees), library_id)
+    by_partner: dict[str, list[str]] = {}
+    for key, names in shared.items():
+        for name in names:
+            by_partner.setdefault(name, []).append(key)
+    bridged = {name: len(keys) for name, keys in by_partner.items()}
+    partners = {name: _digest(sorted(keys)) for name, keys in by_partner.items()}
+    bridges = [
+        Bridge(degrees[key][0], key, sorted(names))
+        for key, names in sorted(
+            shared.items(), key=lambda item: (-len(item[1]), -degrees[item[0]][1], item[0])
+        )[: settings.bridges]
+    ]
+    source, narrative = _narrative(store, library_id, top, settings.narrative_chars)
+    size = store.library_size(library_id)
+    last = (
+        dt.datetime.fromtimestamp(size.last_change_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
+        if size.last_change_ns
+        else None
+    )
+    block = MapBlock(
+        library=lib.name, narrative=narrative, narrative_source=source, top_entities=top,
+        relation_profile=profile, bridges=bridges,
+        bridged_libraries=dict(sorted(bridged.items(), key=lambda item: (-item[1], item[0]))),
+        triplet_count=sum(predicates.values()), entries=size.entries, chunks=size.chunks,
+        last_change=last, commit_hash=_head(lib),
+    )  # fmt: skip
+    return Computed(block, partners)
+
+
+def _top_entities(degrees: dict[str, tuple[str, int]], count: int) -> list[Entity]:
+    """The ``count`` entities of highest degree; a tag and an entity of the same name are one
+    (their degrees add up, the better connected key names it)."""
+    merged: dict[str, Entity] = {}
+    for key, (label, degree) in sorted(degrees.items(), key=lambda item: (-item[1][1], item[0])):
+        same = merged.get(label.casefold())
+        if same is None:
+            merged[label.casefold()] = Entity(label, key, degree)
+        else:
+            same.degree += degree
+    return sorted(merged.values(), key=lambda e: (-e.degree, e.key))[:count]
+
+
+def _narrative(
+    store: Store, library_id: int, top: list[Entity], limit: int
+) -> tuple[str | None, str]:
+    """(entry path, first paragraph) of the top-level README/index page, else of the entry
+    describing the top entity, else of the entry with the most edges."""
+    candidates: tuple[Callable[[], str | None], ...] = (
+        lambda: store.top_level_entry(library_id, NARRATIVE_FILES),
+        lambda: store.entry_describing(library_id, top[0].key) if top else None,
+        lambda: store.busiest_entry(library_id),
+    )
+    tried: set[str] = set()
+    for candidate in candidates:  # lazily: the last one is a GROUP BY over every edge
+        entry_id = candidate()
+        if entry_id is None or entry_id in tried:
+            continue
+        tried.add(entry_id)
+        text = first_paragraph(store.chunk_texts(entry_id, 3), limit)
+        if text:
+            row = store.entry(entry_id)
+            return (str(row["path"]) if row else None), text
+    return None, ""
+
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|`)")
+
+
+def first_paragraph(texts: Iterable[str], limit: int) -> str:
+    """The first paragraph of prose in markdown chunks: headings, code, tables, images, HTML
+    and lines without letters are skipped; links keep their text; cut at ``limit`` chars."""
+    for text in texts:
+        paragraph: list[str] = []
+        fenced = False
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith(("```", "~~~")):
+                fenced = not fenced
+                if paragraph:
+                    break
+                continue
+            if fenced:
+                continue
+            line = line.lstrip("> ").strip()
+            skip = (
+                not line
+                or line.startswith(("#", "|", "<", "[![", "![", "---", "==="))
+                or not any(c.isalpha() for c in line)
+            )
+            if skip:
+                if paragraph:
+                    break
+                continue
+            paragraph.append(_EMPHASIS.sub("", _LINK.sub(r"\1", line)))
+        if paragraph:
+            return _cut(" ".join(paragraph), limit)
+    return ""
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"
+
+
+def _head(lib: LibraryConfig) -> str | None:
+    """The commit the library's repository is at (None outside git or before a commit)."""
+    from brainmap.gitlog import open_repository
+
+    repo = open_repository(lib.path)
+    if repo is None or repo.head_is_unborn:
+        return None
+    try:
+        return str(repo.head.target)
+    except Exception:  # a detached or broken HEAD is no reason to fail a recompute
+        return None
+
+
+# --- recompute ------------------------------------------------------------------------------
+
+
+@dataclass
+class RecomputeReport:
+    """Which libraries got a new block, which kept theirs, which have nothing indexed."""
+
+    recomputed: list[str] = field(default_factory=list)  # a new block was written
+    unchanged: list[str] = field(default_factory=list)  # computed, same content as before
+    not_indexed: list[str] = field(default_factory=list)  # no index rows yet
+
+
+def state_of(store: Store, lib: LibraryConfig, library_id: int) -> str:
+    """What the library's block was computed from, as a string to compare."""
+    return json.dumps([*store.library_state(library_id), _head(lib)])
+
+
+def refresh(
+    cfg: Config, store: Store, libs: Sequence[LibraryConfig] | None = None, *, embed: bool = True
+) -> list[str]:
+    """Recompute the blocks of those ``libs`` (all by default) whose state changed since
+    their block was computed (files indexed, facts paired, git history imported or HEAD
+    moved), or which have none. Returns the libraries given a new block."""
+    libs = list(cfg.libraries if libs is None else libs)
+    ids = store.library_ids(lib.name for lib in libs)
+    current = {row.library: row.state for row in store.map_blocks([lib.name for lib in libs])}
+    todo = [
+        lib.name
+        for lib in libs
+        if lib.name in ids and current.get(lib.name) != state_of(store, lib, ids[lib.name])
+    ]
+    if not todo:
+        refresh_vectors(cfg, store, embed=embed)
+        return []
+    return recompute(cfg, store, todo, embed=embed, just_indexed=True).recomputed
+
+
+def stale(cfg: Config, store: Store) -> list[str]:
+    """The indexed libraries whose block is missing or was computed from an older index."""
+    ids = store.library_ids(lib.name for lib in cfg.libraries)
+    current = {row.library: row.state for row in store.map_blocks()}
+    indexed = {row.name for row in store.libraries() if row.indexed_at}
+    return [
+        lib.name
+        for lib in cfg.libraries
+        if lib.name in ids
+        and (lib.name in current or lib.name in indexed)
+        and current.get(lib.name) != state_of(store, lib, ids[lib.name])
+    ]
+
+
+def recompute(
+    cfg: Config,
+    store: Store,
+    names: Sequence[str] | None = None,
+    *,
+    embed: bool = True,
+    just_indexed: bool = False,
+    exact: bool = False,
+) -> RecomputeReport:
+    """Recompute the blocks of the named libraries (all when None), and of the libraries
+    whose bridges to them changed, and store them in one transaction. A library whose
+    block would not change keeps it; one added but never indexed (unless ``just_indexed``)
+    gets none. ``exact`` also recomputes every centroid from all its library's vectors."""
+    libs = cfg.select(list(names) if names is not None else None)
+    ids = store.library_ids(lib.name for lib in cfg.libraries)
+    old = {row.library: row for row in store.map_blocks()}
+    report = RecomputeReport()
+    new: list[NewBlock] = []
+    states: list[tuple[int, str]] = []
+    partners: set[str] = set()
+    embedding = [embed]
+
+    def plan(lib: LibraryConfig) -> Computed | None:
+        library_id = ids[lib.name]
+        # the state first: a change indexed while computing leaves the state behind, so the
+        # next refresh computes again (the other way round it would be missed for good)
+        state = state_of(store, lib, library_id)
+        computed = compute(cfg, store, lib, library_id)
+        block = computed.block
+        digest = fingerprint(block)
+        before = old.get(lib.name)
+        if before is not None and before.fingerprint == digest:
+            report.unchanged.append(lib.name)
+            if before.state != state:
+                states.append((before.id, state))
+            return None
+        block.created_at = _now()
+        vectors = _vectors(cfg, store, library_id, block, embedding[0], None if exact else before)
+        embedding[0] = embedding[0] and vectors.sentence is not None  # down: stop trying
+        content = json.dumps(_content(block), ensure_ascii=False)
+        new.append(NewBlock(library_id, digest, state, content, block.created_at, vectors,
+                            json.dumps(computed.partners), before.id if before else None))  # fmt: skip
+        report.recomputed.append(lib.name)
+        return computed
+
+    indexed = {row.name for row in store.libraries() if row.indexed_at} | set(old)
+    for lib in libs:
+        if lib.name not in ids or (
+            not just_indexed
+            and lib.name not in indexed
+            and not store.library_size(ids[lib.name]).entries
+        ):  # added, never indexed: nothing to say about it yet
+            report.not_indexed.append(lib.name)
+            continue
+        computed = plan(lib)
+        if computed is not None:  # partners whose shared entities changed get new bridges
+            was = json.loads(old[lib.name].partners) if lib.name in old else {}
+            now = computed.partners
+            partners |= {name for name in set(was) | set(now) if was.get(name) != now.get(name)}
+    done = {lib.name for lib in libs}
+    for lib in cfg.libraries:
+        if lib.name in partners - done and lib.name in ids:
+            plan(lib)
+    if new or states:
+        store.save_map(new, states)
+    refresh_vectors(cfg, store, embed=embedding[0], exact=exact, skip=set(report.recomputed))
+    return report
+
+
+def refresh_vectors(
+    cfg: Config,
+    store: Store,
+    *,
+    embed: bool = True,
+    exact: bool = False,
+    skip: Collection[str] = (),
+) -> None:
+    """Bring the vectors of the active blocks up to date: the centroid when the number of
+    the library's chunk vectors moved by more than ``CENTROID_DRIFT`` (or the model changed),
+    the sentence when it has none (with ``embed``). ``exact`` recomputes every centroid
+    (libraries in ``skip`` were just computed)."""
+    from brainmap.embed import model_id_of
+
+    model = model_id_of(cfg.embedder)
+    counts = store.vector_counts(model)
+    for row in store.map_blocks():
+        if row.library in skip:
+            continue
+        current = row.model == model and _near(row.centroid_n, counts.get(row.library, 0))
+        current = current and not (exact and counts.get(row.library))
+        if not current or (embed and row.vec is None):
+            block = decode(row)
+            vectors = _vectors(cfg, store, row.library_id, block, embed, None if exact else row)
+            store.set_map_vectors(row.id, vectors)
+            embed = embed and vectors.sentence is not None  # the embedder is down: stop trying
+
+
+def _near(before: int, now: int) -> bool:
+    return before == now or (before > 0 and abs(now - before) <= CENTROID_DRIFT * before)
+
+
+def _vectors(
+    cfg: Config,
+    store: Store,
+    library_id: int,
+    block: MapBlock,
+    embed: bool,
+    previous: MapBlockRow | None,
+) -> MapVectors:
+    """A block's vectors: the mean of its library's chunk vectors (what search routes by:
+    benchmarks/routing.py) and its embedded sentence. The previous block's centroid is kept
+    while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it: a big library's
+    mean barely moves with one saved note, and reading all its vectors takes a while."""
+    import numpy as np
+
+    from brainmap.embed import model_id_of
+
+    model = model_id_of(cfg.embedder)
+    same = previous is not None and previous.model == model
+    count = store.vector_counts(model, library_id).get(block.library, 0)
+    if same and previous is not None and _near(previous.centroid_n, count):
+        centroid, count = previous.centroid, previous.centroid_n
+    else:
+        stored = store.library_vectors(library_id, model)
+        count, centroid = len(stored), None
+        if stored:
+            matrix = np.frombuffer(b"".join(stored), dtype=np.float32).reshape(len(stored), -1)
+            mean = matrix.mean(axis=0)
+            norm = float(np.linalg.norm(mean))
+            centroid = (mean / norm if norm else mean).astype(np.float32).tobytes()
+    sentence = _sentence_vector(cfg, block) if embed else None
+    if (
+        sentence is None
+        and same
+        and previous is not None
+        and decode(previous).sentence() == (block.sentence())
+    ):
+        sentence = previous.vec
+    return MapVectors(model, sentence, centroid, count)
+
+
+def _sentence_vector(cfg: Config, block: MapBlock) -> bytes | None:
+    """The vector of a block's sentence (from the vector cache when known), or None when no
+    embedder can be loaded."""
+    from brainmap.embed import EmbedderError, load_embedder, model_id_of
+    from brainmap.store import VectorCache
+
+    model = model_id_of(cfg.embedder)
+    digest = sentence_hash(block)
+    cache = VectorCache(cfg.cache_path)
+    try:
+        found = cache.get_many(model, [digest]).get(digest)
+        if found is not None:
+            return found
+        try:
+            vec = load_embedder(cfg.embedder).passages([block.sentence()])[0]
+        except EmbedderError:
+            return None
+        data: bytes = vec.astype("float32").tobytes()
+        cache.put_many(model, [(digest, data)])
+        return data
+    finally:
+        cache.close()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def blocks(store: Store, names: Sequence[str] | None = None) -> list[MapBlock]:
+    """The active blocks, by library name."""
+    return [decode(row) for row in store.map_blocks(names)]
+
+
+def compact(all_blocks: Sequence[MapBlock], budget_tokens: int) -> str:
+    """The map as text for an agent's instructions, within ``budget_tokens``.
+
+    Truncation rule: libraries are listed largest first (by triplets, then entries). Each
+    gets its narrative (cut to 160 chars), core entities and bridges; when that exceeds the
+    budget every line loses its narrative and bridges; when that still exceeds it, the
+    smallest libraries are left out and a last line says how many and where to find them.
+    """
+    budget = budget_tokens * CHARS_PER_TOKEN
+    ordered = sorted(all_blocks, key=lambda b: (-b.triplet_count, -b.entries, b.library))
+    header = (
+        f"Library map ({len(ordered)} libraries; `map` lists them, `get_map` gives one in full):"
+    )
+    if not ordered:
+        return header + "\n(no library is indexed yet)"
+    for full in (True, False):
+        lines = [_line(b, full) for b in ordered]
+        if len(header) + sum(len(line) + 1 for line in lines) <= budget:
+            return "\n".join([header, *lines])
+    kept: list[str] = []
+    used = len(header)
+    for line in lines:
+        # keep room for the closing line
+        if used + len(line) + 1 + 90 > budget:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    left = len(ordered) - len(kept)
+    closing = f"... and {left} smaller libraries not shown: call `map` for all of them."
+    return "\n".join([header, *kept, closing])
+
+
+def _line(block: MapBlock, full: bool) -> str:
+    core = ", ".join(e.name for e in block.top_entities[: 5 if full else 3])
+    line = f"- {block.library} ({block.entries} entries)"
+    if full and block.narrative:
+        line += f": {_cut(block.narrative, 160)}"
+    if core:
+        line += f" Core: {core}."
+    if full and block.bridged_libraries:
+        partners = ", ".join(list(block.bridged_libraries)[:4])
+        line += f" Bridges to: {partners}."
+    return line
