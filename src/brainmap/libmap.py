@@ -350,7 +350,7 @@ def recompute(
                 states.append((before.id, state))
             return None
         block.created_at = _now()
-        vectors = _vectors(cfg, store, library_id, block, embedding[0], None if exact else before)
+        vectors = _vectors(cfg, store, library_id, block, embedding[0], before, exact)
         embedding[0] = embedding[0] and vectors.sentence is not None  # down: stop trying
         content = json.dumps(_content(block), ensure_ascii=False)
         new.append(NewBlock(library_id, digest, state, content, block.created_at, vectors,
@@ -405,7 +405,7 @@ def refresh_vectors(
         current = current and not (exact and counts.get(row.library))
         if not current or (embed and row.vec is None):
             block = decode(row)
-            vectors = _vectors(cfg, store, row.library_id, block, embed, None if exact else row)
+            vectors = _vectors(cfg, store, row.library_id, block, embed, row, exact)
             store.set_map_vectors(row.id, vectors)
             embed = embed and vectors.sentence is not None  # the embedder is down: stop trying
 
@@ -421,11 +421,13 @@ def _vectors(
     block: MapBlock,
     embed: bool,
     previous: MapBlockRow | None,
+    exact: bool = False,
 ) -> MapVectors:
     """A block's vectors: the mean of its library's chunk vectors (what search routes by:
-    benchmarks/routing.py) and its embedded sentence. The previous block's centroid is kept
-    while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it: a big library's
-    mean barely moves with one saved note, and reading all its vectors takes a while."""
+    benchmarks/routing.py) and its embedded sentence. Unless ``exact``, the previous block's
+    centroid is kept while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it:
+    a big library's mean barely moves with one saved note, and reading all its vectors takes
+    a while. Without ``embed`` the previous sentence vector is kept if the sentence is."""
     import numpy as np
 
     from brainmap.embed import model_id_of
@@ -433,7 +435,7 @@ def _vectors(
     model = model_id_of(cfg.embedder)
     same = previous is not None and previous.model == model
     count = store.vector_counts(model, library_id).get(block.library, 0)
-    if same and previous is not None and _near(previous.centroid_n, count):
+    if not exact and same and previous is not None and _near(previous.centroid_n, count):
         centroid, count = previous.centroid, previous.centroid_n
     else:
         stored = store.library_vectors(library_id, model)
@@ -444,12 +446,8 @@ def _vectors(
             norm = float(np.linalg.norm(mean))
             centroid = (mean / norm if norm else mean).astype(np.float32).tobytes()
     sentence = _sentence_vector(cfg, block) if embed else None
-    if (
-        sentence is None
-        and same
-        and previous is not None
-        and decode(previous).sentence() == (block.sentence())
-    ):
+    unchanged = previous is not None and decode(previous).sentence() == block.sentence()
+    if sentence is None and same and unchanged and previous is not None:
         sentence = previous.vec
     return MapVectors(model, sentence, centroid, count)
 
