@@ -264,13 +264,17 @@ class Gui:
         traceback."""
         try:
             return render()
-        except UserError as exc:
-            return self.error_page(exc.status, exc.message, exc.hint)
-        except ValidationError as exc:
-            return self.error_page(400, ops.describe_errors(exc.errors()))
         except Exception as exc:
-            log.exception("GUI page failed")
-            return self.error_page(500, f"internal error: {type(exc).__name__}")
+            return self._failure(exc)
+
+    def _failure(self, exc: Exception) -> Response:
+        """The error page for what a page or form raised."""
+        if isinstance(exc, UserError):
+            return self.error_page(exc.status, exc.message, exc.hint)
+        if isinstance(exc, ValidationError):
+            return self.error_page(400, ops.describe_errors(exc.errors()))
+        log.error("GUI request failed", exc_info=exc)
+        return self.error_page(500, f"internal error: {type(exc).__name__}")
 
     # --- GET / ------------------------------------------------------------------------------
 
@@ -698,13 +702,8 @@ class Gui:
                     "Reload the page and submit the form again.",
                 )  # fmt: skip
             return await run(form)
-        except UserError as exc:
-            return self.error_page(exc.status, exc.message, exc.hint)
-        except ValidationError as exc:
-            return self.error_page(400, ops.describe_errors(exc.errors()))
         except Exception as exc:
-            log.exception("GUI form failed")
-            return self.error_page(500, f"internal error: {type(exc).__name__}")
+            return self._failure(exc)
 
     def not_found(self, request: Request) -> Response:
         return self.error_page(404, f"There is no page at {request.url.path}.")
