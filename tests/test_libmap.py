@@ -305,12 +305,12 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     assert ops.search(brain, ops.SearchInput(query="boil pasta")).routed is None  # 4 <= 8
     brain.cfg.map.route_above = 2
     routed = ops.search(brain, ops.SearchInput(query="how long should spaghetti cook"))
-    assert routed.routed == ["cooking"]
+    assert routed.routed == ["cooking", "brain"]  # brain was empty: always searched
     assert {h.library for h in routed.hits} == {"cooking"}
     everywhere = ops.search(brain, ops.SearchInput(query="how long should spaghetti cook",
                                                    route=False))  # fmt: skip
     assert everywhere.routed is None and len({h.library for h in everywhere.hits}) == 3
-    assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == ["stars"]
+    assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == ["stars", "brain"]
     # a library the map cannot place (no block, e.g. after an interrupted upgrade) is
     # always searched
     with brain.store.write():
@@ -319,9 +319,16 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
             ("network",),
         )
     assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == [
-        "stars", "network"
+        "stars", "brain", "network"
     ]  # fmt: skip
     ops.map_recompute(brain, ops.MapRecomputeInput(library="network"))
+    # a library added since, with no block yet, is searched; once removed, it is not
+    ops.library_add(brain, ops.LibraryAddInput(name="late", path=str(tmp_path / "cooking")))
+    assert "late" in (ops.search(brain, ops.SearchInput(query="red giant star")).routed or [])
+    ops.library_remove(brain, ops.LibraryNameInput(name="late"))
+    assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == ["stars", "brain"]
+    # type, tag or date filters search everywhere
+    assert ops.search(brain, ops.SearchInput(query="red giant star", type=["note"])).routed is None
     named = ops.search(brain, ops.SearchInput(query="red giant star", library=["network"]))
     assert named.routed is None and {h.library for h in named.hits} == {"network"}
     assert ops.search(brain, ops.SearchInput(query="pasta", mode="bm25")).routed is None
@@ -330,13 +337,13 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     settings = config.read_text().replace("route_above = 8", "route_above = 2")
     config.write_text(settings.replace("route_libraries = 5", "route_libraries = 1"))
     out = run_cli(home, "search", "how many addresses in a subnet")
-    assert "searched network (routed by the library map" in out.stderr
+    assert "searched network, brain (routed by the library map" in out.stderr
     assert "[network]" in out.stdout and "[cooking]" not in out.stdout
     out = run_cli(home, "search", "how many addresses in a subnet", "--no-route")
     assert "routed" not in out.stderr
     with serving(home) as url:  # the GUI says where it looked, and offers everything
         page = httpx.get(f"{url}/ui/search", params={"q": "how many addresses in a subnet"})
-        assert "Searched network: the libraries nearest your query" in page.text
+        assert "Searched network, brain: the libraries nearest your query" in page.text
         link = "/ui/search?q=how+many+addresses+in+a+subnet&amp;route=off"
         assert f'<a href="{link}">Search every library</a>' in page.text
         everywhere = httpx.get(f"{url}{link.replace('&amp;', '&')}")
@@ -410,4 +417,48 @@ def test_collected_facts_reach_the_map(home: Path, tmp_path: Path) -> None:
     ops.collect(brain, ops.CollectInput(libraries=["lab"], source=["runtime"], from_file=str(ps)))
     after = _active(brain, "lab")
     assert after.id > before.id and after.triplet_count >= before.triplet_count
+    brain.close()
+
+
+def test_partners_follow_shared_entities_even_when_the_block_stays(
+    home: Path, tmp_path: Path
+) -> None:
+    """A shared entity swapped for another that is also shared changes nothing a's block
+    shows (no bridges listed, one top entity), but b's bridges to a must follow."""
+    a = _library(tmp_path / "a", {"README.md": "# A\n\nLibrary a.\n",
+                                  "x.md": "# X\n\n[[Postgres]] and [[Zed]].\n",
+                                  "y.md": "# Y\n\n[[Postgres]].\n"})  # fmt: skip
+    b = _library(tmp_path / "b", {"z.md": "# Z\n\n[[Postgres]], [[Zed]] and [[Yak]].\n"})
+    for path in (*a.rglob("*.md"), *b.rglob("*.md")):
+        os.utime(path, ns=(T0 * 10**9, T0 * 10**9))
+    brain = _brain(home, {"a": a, "b": b})
+    brain.cfg.map.bridges, brain.cfg.map.top_entities = 0, 1
+    ops.map_recompute(brain, ops.MapRecomputeInput())
+    write(a / "x.md", "# X\n\n[[Postgres]] and [[Yak]].\n")
+    os.utime(a / "x.md", ns=(T0 * 10**9, T0 * 10**9))
+    index_library(brain.cfg, brain.store, brain.cfg.library("a"), full=True)
+    report = libmap.recompute(brain.cfg, brain.store, ["a"], embed=False)
+    assert report.recomputed == [] and report.unchanged == ["a", "b"]
+    brain.cfg.map.bridges = 12
+    block = libmap.recompute(brain.cfg, brain.store, ["b"], embed=False)
+    assert block.recomputed == ["b"]
+    assert {x.name for x in _active(brain, "b").bridges} == {"Postgres", "Yak"}
+    brain.close()
+
+
+def test_a_block_that_lost_a_race_is_not_stored(home: Path, tmp_path: Path) -> None:
+    from brainmap.store import MapVectors, NewBlock
+
+    a = _library(tmp_path / "a", ALPHA)
+    brain = _brain(home, {"a": a})
+    first = brain.store.map_blocks(["a"])[0]
+    library_id = brain.store.library_ids(["a"])["a"]
+
+    def block(replaces: int) -> NewBlock:
+        return NewBlock(library_id, "f", "s", first.block, "2026-01-01T00:00:00+00:00",
+                        MapVectors(), "{}", replaces)  # fmt: skip
+
+    assert brain.store.save_map([block(first.id)], []) == []  # computed against the active one
+    assert brain.store.save_map([block(first.id)], []) == [library_id]  # that one is gone
+    assert [r.status for r in _rows(brain, "a")] == ["active", "superseded"]
     brain.close()

@@ -12,7 +12,6 @@ and ``Sec-Fetch-Site`` checks. Every GUI error is an HTML page with its status.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -30,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from brainmap import __version__, ops
+from brainmap import __version__, libmap, ops
 from brainmap.errors import UserError
 from brainmap.graph import Edge, GraphReader, Hops, Node
 from brainmap.libmap import MapBlock
@@ -282,20 +281,13 @@ class Gui:
         return self._safely(lambda: self._home(request))
 
     def _home(self, request: Request) -> Response:
-        lines = ops.map_(self.brain, ops.NoInput()).libraries
-        blocks: dict[str, MapBlock] = {}
-        for line in lines:
-            if line.created_at is not None:
-                # a block dropped between the two reads is shown as not indexed
-                with contextlib.suppress(UserError):
-                    blocks[line.library] = ops.get_map(
-                        self.brain, ops.MapLibraryInput(library=line.library)
-                    )
-        names = [line.library for line in lines]
-        cards = "".join(self._card(line.library, blocks.get(line.library)) for line in lines)
+        names = [lib.name for lib in self.brain.cfg.libraries]
+        # every active block in one read (the `map` op gives lines, the cards want more)
+        blocks = {b.library: b for b in libmap.blocks(self.brain.store) if b.library in names}
+        cards = "".join(self._card(name, blocks.get(name)) for name in names)
         body = (
             "<h1>Library map</h1>"
-            f'<p class="lead">{_plural(len(lines), "library", "libraries")}: what each is about, its core '
+            f'<p class="lead">{_plural(len(names), "library", "libraries")}: what each is about, its core '
             "entities and size. Open one to search inside it.</p>"
             + self._notice(request, names)
             + '<form role="search" method="get" action="/ui/search">'
@@ -303,7 +295,7 @@ class Gui:
             '<input id="q" name="q" type="search" autocomplete="off"></div>'
             '<button type="submit">Search</button></div></form>'
             '<section aria-labelledby="libraries"><h2 id="libraries">Libraries</h2>'
-            + (f'<ul class="cards">{cards}</ul>' if lines else _no_libraries())
+            + (f'<ul class="cards">{cards}</ul>' if names else _no_libraries())
             + "</section>"
             + self._bridges(list(blocks.values()))
             + self._recompute_form(names)
@@ -383,8 +375,9 @@ class Gui:
         )
         return (
             '<section aria-labelledby="recompute"><h2 id="recompute">Recompute the map</h2>'
-            '<p class="hint">Blocks are recomputed after every reindex, save and git-import; '
-            "recompute by hand after moving a library's git HEAD.</p>"
+            '<p class="hint">Blocks follow every reindex, save, collect and git-import; '
+            "recompute by hand after changing the [map] settings, or to recompute the routing "
+            "centroids exactly.</p>"
             + self._form("/ui/map/recompute", "Recompute map", fields)
             + "</section>"
         )

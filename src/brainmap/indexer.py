@@ -592,16 +592,17 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
         ids.append(entry_id(lib.name, rel))
     pair_library(store, library_id)
     cache = VectorCache(cfg.cache_path)
+    embedded = True
     try:
         embed_pending(
             store, cache, cfg.embedder, None, entry_ids=ids, batch_size=cfg.index.embed_batch
         )
     except EmbedderError:
-        pass  # the text is searchable now; `brainmap reindex` embeds it when the model is back
+        embedded = False  # the text is searchable now; `reindex` embeds it when the model is back
     finally:
         cache.close()
     try:
-        libmap.refresh(cfg, store, [lib])
+        libmap.refresh(cfg, store, [lib], embed=embedded)
     except Exception:  # derived data: the next reindex catches the map up; the note is saved
         log.warning("library map not refreshed for %s", lib.name, exc_info=True)
     return ids

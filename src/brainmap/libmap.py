@@ -8,7 +8,7 @@ block and supersedes the old one in one transaction, and only when the content c
 Each block also keeps two vectors: its sentence ("{library}: {narrative}. Core: {entities}"),
 embedded, and the centroid of its library's chunk vectors. Search routes by the centroid
 (the sentence where there is none): on tldr split by language and platform the centroid put
-the query's library among the 3 picked for 96% of queries, the sentence for 31%
+the query's library among the 3 picked for 96% of queries, the sentence for 28%
 (benchmarks/routing.py).
 """
 
@@ -321,21 +321,23 @@ def recompute(
     embed: bool = True,
     just_indexed: bool = False,
     exact: bool = False,
+    attempts: int = 3,
 ) -> RecomputeReport:
     """Recompute the blocks of the named libraries (all when None), and of the libraries
     whose bridges to them changed, and store them in one transaction. A library whose
     block would not change keeps it; one added but never indexed (unless ``just_indexed``)
-    gets none. ``exact`` also recomputes every centroid from all its library's vectors."""
+    gets none. ``exact`` also recomputes the named libraries' centroids from all their
+    vectors. A block that lost a race with a concurrent recompute is computed again."""
     libs = cfg.select(list(names) if names is not None else None)
     ids = store.library_ids(lib.name for lib in cfg.libraries)
     old = {row.library: row for row in store.map_blocks()}
     report = RecomputeReport()
     new: list[NewBlock] = []
-    states: list[tuple[int, str]] = []
+    kept: list[tuple[int, str, str]] = []
     partners: set[str] = set()
     embedding = [embed]
 
-    def plan(lib: LibraryConfig) -> Computed | None:
+    def plan(lib: LibraryConfig) -> Computed:
         library_id = ids[lib.name]
         # the state first: a change indexed while computing leaves the state behind, so the
         # next refresh computes again (the other way round it would be missed for good)
@@ -346,9 +348,8 @@ def recompute(
         before = old.get(lib.name)
         if before is not None and before.fingerprint == digest:
             report.unchanged.append(lib.name)
-            if before.state != state:
-                states.append((before.id, state))
-            return None
+            kept.append((before.id, state, json.dumps(computed.partners)))
+            return computed
         block.created_at = _now()
         vectors = _vectors(cfg, store, library_id, block, embedding[0], before, exact)
         embedding[0] = embedding[0] and vectors.sentence is not None  # down: stop trying
@@ -367,18 +368,26 @@ def recompute(
         ):  # added, never indexed: nothing to say about it yet
             report.not_indexed.append(lib.name)
             continue
-        computed = plan(lib)
-        if computed is not None:  # partners whose shared entities changed get new bridges
-            was = json.loads(old[lib.name].partners) if lib.name in old else {}
-            now = computed.partners
-            partners |= {name for name in set(was) | set(now) if was.get(name) != now.get(name)}
+        # partners whose shared entities changed get new bridges (even when this block
+        # itself stays: a shared entity may be outside what it lists)
+        was = json.loads(old[lib.name].partners) if lib.name in old else {}
+        now = plan(lib).partners
+        partners |= {name for name in set(was) | set(now) if was.get(name) != now.get(name)}
     done = {lib.name for lib in libs}
     for lib in cfg.libraries:
         if lib.name in partners - done and lib.name in ids:
             plan(lib)
-    if new or states:
-        store.save_map(new, states)
-    refresh_vectors(cfg, store, embed=embedding[0], exact=exact, skip=set(report.recomputed))
+    lost = store.save_map(new, kept) if new or kept else []
+    if lost:
+        names_of = {library_id: name for name, library_id in ids.items()}
+        again = [names_of[i] for i in lost]
+        report.recomputed = [n for n in report.recomputed if n not in again]
+        if attempts > 1:
+            retry = recompute(cfg, store, again, embed=embedding[0], just_indexed=True,
+                              exact=exact, attempts=attempts - 1)  # fmt: skip
+            report.recomputed += retry.recomputed
+    refresh_vectors(cfg, store, embed=embedding[0], skip=set(report.recomputed),
+                    exact=[lib.name for lib in libs] if exact else ())  # fmt: skip
     return report
 
 
@@ -387,13 +396,13 @@ def refresh_vectors(
     store: Store,
     *,
     embed: bool = True,
-    exact: bool = False,
+    exact: Collection[str] = (),
     skip: Collection[str] = (),
 ) -> None:
     """Bring the vectors of the active blocks up to date: the centroid when the number of
     the library's chunk vectors moved by more than ``CENTROID_DRIFT`` (or the model changed),
-    the sentence when it has none (with ``embed``). ``exact`` recomputes every centroid
-    (libraries in ``skip`` were just computed)."""
+    the sentence when it has none (with ``embed``). The libraries in ``exact`` get their
+    centroid recomputed in any case; those in ``skip`` were just computed."""
     from brainmap.embed import model_id_of
 
     model = model_id_of(cfg.embedder)
@@ -402,10 +411,10 @@ def refresh_vectors(
         if row.library in skip:
             continue
         current = row.model == model and _near(row.centroid_n, counts.get(row.library, 0))
-        current = current and not (exact and counts.get(row.library))
+        current = current and not (row.library in exact and counts.get(row.library))
         if not current or (embed and row.vec is None):
             block = decode(row)
-            vectors = _vectors(cfg, store, row.library_id, block, embed, row, exact)
+            vectors = _vectors(cfg, store, row.library_id, block, embed, row, row.library in exact)
             store.set_map_vectors(row.id, vectors)
             embed = embed and vectors.sentence is not None  # the embedder is down: stop trying
 

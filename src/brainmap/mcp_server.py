@@ -8,6 +8,7 @@ what the brain holds and to search before anything else.
 from __future__ import annotations
 
 import json
+import logging
 from functools import partial
 from typing import Any
 
@@ -27,6 +28,8 @@ from brainmap.ops import (
     served,
     to_jsonable,
 )
+
+log = logging.getLogger("brainmap.mcp")
 
 
 def tools(read_only: bool) -> dict[str, Op]:
@@ -89,9 +92,20 @@ class _BrainServer(Server[Any]):
 
     @property
     def instructions(self) -> str:
-        key = (self._brain.store.map_generation(), tuple(x.name for x in self._brain.cfg.libraries))
-        if self._cached is None or self._cached[0] != key:
-            self._cached = (key, instructions(self._brain))
+        try:
+            key = (
+                self._brain.store.map_generation(),
+                tuple(x.name for x in self._brain.cfg.libraries),
+            )
+            if self._cached is None or self._cached[0] != key:
+                self._cached = (key, instructions(self._brain))
+        except Exception:  # a busy or damaged index must not stop a session from opening
+            log.warning("library map unavailable for the instructions", exc_info=True)
+            if self._cached is None:
+                return (
+                    "brainmap: a local knowledge brain. Use `search` first; `map` lists "
+                    "the libraries."
+                )
         return self._cached[1]
 
     @instructions.setter

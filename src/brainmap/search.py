@@ -307,7 +307,16 @@ class Searcher:
             # embedding the query overlaps the BM25 query and the vector refresh
             pending_vector = _embed_pool().submit(self.embed_query, query[:2000])
 
-        if route and not libraries and pending_vector is not None and self._routes_apply():
+        # routing picks libraries by the query alone: with type, tag or date filters it could
+        # pick libraries without a match, so those searches look everywhere
+        filtered = bool(types or tags or since)
+        if (
+            route
+            and not libraries
+            and not filtered
+            and pending_vector is not None
+            and (self._routes_apply())
+        ):
             # routing needs the query vector before the lists are searched
             query_vector = pending_vector.result()
             result.routed = self.route(query_vector) if query_vector is not None else None
@@ -355,10 +364,13 @@ class Searcher:
         return self._route_table().applies(self.cfg.map.route_above)
 
     def _route_table(self) -> _Routes:
-        """The routing vectors, as of the map's current generation. Libraries are placed by
-        the centroid of their chunk vectors; only when none has one, by their embedded
-        sentence (the two are not on one scale). Libraries without chunks are left out."""
-        generation = self.store.map_generation()
+        """The routing vectors, as of the map's current generation and libraries. Libraries
+        are placed by the centroid of their chunk vectors; only when none has one, by their
+        embedded sentence (the two are not on one scale)."""
+        generation: tuple[int | str, ...] = (
+            *self.store.map_generation(),
+            *(lib.name for lib in self.cfg.libraries),
+        )
         routes = self._routes
         if routes is not None and routes.generation == generation:
             return routes
@@ -368,10 +380,10 @@ class Searcher:
         always: list[str] = []
         for lib in self.cfg.libraries:
             row = rows.get(lib.name)
-            if row is None or row.model != self.model:
+            if row is None or row.model != self.model or not json.loads(row.block)["chunks"]:
+                # no block, no vector, or none yet when its block was made (it may have
+                # chunks by now, if a map refresh failed): searched whatever the query
                 always.append(lib.name)
-            elif json.loads(row.block).get("chunks", 0) == 0:
-                continue  # nothing to find there
             elif row.centroid is not None:
                 centroids[lib.name] = row.centroid
             elif row.vec is not None:
@@ -467,7 +479,7 @@ class Searcher:
 class _Routes:
     """The routing vectors of the map blocks, as of one map generation."""
 
-    generation: tuple[int, int]
+    generation: tuple[int | str, ...]  # the map's generation and the configured libraries
     names: list[str]
     matrix: np.ndarray
     always: list[str]  # searched whatever the query: the map cannot place them

@@ -208,27 +208,31 @@ class MapStore:
         )
         return [_block_row(r) for r in rows]
 
-    def save_map(self, new: Sequence[NewBlock], states: Sequence[tuple[int, str]]) -> None:
+    def save_map(self, new: Sequence[NewBlock], kept: Sequence[tuple[int, str, str]]) -> list[int]:
         """In one transaction: insert the new active blocks and mark the ones they replace
-        superseded (history beyond ``HISTORY_KEPT`` goes), and record ``(block id, state)``
-        for blocks that stay as they are. A block whose library got another active block
-        since it was computed (by another process) is dropped: that one is as fresh."""
+        superseded (history beyond ``HISTORY_KEPT`` goes), and record ``(block id, state,
+        partners)`` for blocks that stay as they are. A block whose library got another
+        active block since it was computed (another save at the same time) is not stored:
+        the ids of those libraries are returned, to be computed again."""
+        dropped = []
         with self.write():
             self._bump()
             for block in new:
-                self._put_block(block)
+                if not self._put_block(block):
+                    dropped.append(block.library_id)
             self.conn.executemany(
-                "UPDATE map_block SET state = ? WHERE id = ? AND status = 'active'",
-                [(st, bid) for bid, st in states],
+                "UPDATE map_block SET state = ?, partners = ? WHERE id = ? AND status = 'active'",
+                [(state, partners, bid) for bid, state, partners in kept],
             )
+        return dropped
 
-    def _put_block(self, block: NewBlock) -> None:
+    def _put_block(self, block: NewBlock) -> bool:
         lib, vectors = block.library_id, block.vectors
         active = self._one(
             "SELECT id FROM map_block WHERE library_id = ? AND status = 'active'", (lib,)
         )
         if active != block.replaces:
-            return
+            return False
         self.conn.execute(
             "UPDATE map_block SET status = 'superseded' WHERE library_id = ? AND status = 'active'",
             (lib,),
@@ -246,10 +250,12 @@ class MapStore:
             "ORDER BY id DESC LIMIT ?)",
             (lib, lib, HISTORY_KEPT),
         )
+        return True
 
     def library_state(self, library_id: int) -> list[Any]:
         """What a library's block depends on, cheaply: its entries and code files (count,
-        newest index time), its facts pairing and its imported git history."""
+        newest index time), its facts pairing, its imported git history and the number of
+        edges it owns itself (git history and facts: `gc` prunes commits)."""
         return list(
             self._rows(
                 "SELECT (SELECT count(*) FROM entry WHERE library_id = :lib), "
@@ -257,7 +263,9 @@ class MapStore:
                 "(SELECT count(*) FROM code_file WHERE library_id = :lib), "
                 "(SELECT max(indexed_ns) FROM code_file WHERE library_id = :lib), "
                 "(SELECT digest FROM fact_pairing WHERE library_id = :lib), "
-                "(SELECT head || commits FROM git_import WHERE library_id = :lib)",
+                "(SELECT head || commits FROM git_import WHERE library_id = :lib), "
+                "(SELECT count(*) FROM edge WHERE library_id = :lib AND entry_id IS NULL "
+                "AND code_id IS NULL)",
                 {"lib": library_id},
             )[0]
         )
