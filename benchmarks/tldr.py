@@ -142,7 +142,7 @@ def main() -> None:
     timings = []
     for _ in range(3):
         started = time.perf_counter()
-        libmap.compute(brain.cfg, brain.store, lib, library_id)
+        libmap.compute(brain.cfg, brain.store, lib, library_id, None)  # not a git repo
         timings.append(time.perf_counter() - started)
     result["map_compute_s"] = round(min(timings), 3)  # the block of the 38k-page library
     started = time.perf_counter()

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import anyio
 import httpx
 import pygit2
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 from brainmap import libmap, ops
 from brainmap.indexer import index_library
@@ -23,6 +20,7 @@ from brainmap.store import MapBlockRow, VectorCache
 from brainmap.store.libmap import HISTORY_KEPT
 from conftest import run_cli, serving, write
 from test_graph import ANN, T0, commit
+from test_mcp import initialize
 
 
 def _library(root: Path, files: dict[str, str]) -> Path:
@@ -232,15 +230,8 @@ def test_instructions_hold_the_map_within_budget_with_200_libraries(
     assert whole.endswith(text) and "`search` first" in whole
     brain.close()
 
-    async def check() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "brainmap", "mcp"],
-                                       env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
-        async with stdio_client(params) as (read, write_), ClientSession(read, write_) as session:
-            init = await session.initialize()
-            assert init.instructions is not None
-            assert init.instructions.endswith(text)
-
-    anyio.run(check)
+    init = anyio.run(initialize, home)  # a real client of `brainmap mcp`
+    assert init.instructions is not None and init.instructions.endswith(text)
 
 
 def test_compact_map_truncation_rule() -> None:

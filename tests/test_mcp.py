@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -143,19 +143,20 @@ def test_every_tool_over_streamable_http(brain: ops.Brain, home: Path) -> None:
         anyio.run(_exercise_every_tool, _http(url))
 
 
+async def initialize(home: Path) -> types.InitializeResult:
+    """What a stdio MCP server answers to a real client's initialize."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "brainmap", "mcp"],
+                                   env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        return await session.initialize()
+
+
 def test_instructions_say_what_the_brain_holds(brain: ops.Brain, home: Path) -> None:
     brain.close()
-
-    async def check() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "brainmap", "mcp"],
-                                       env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            init = await session.initialize()
-            assert init.instructions and "`search` first" in init.instructions
-            assert "Library map (2 libraries" in init.instructions
-            assert "- example (14 entries): A small brain used by" in init.instructions
-
-    anyio.run(check)
+    init = anyio.run(initialize, home)
+    assert init.instructions and "`search` first" in init.instructions
+    assert "Library map (2 libraries" in init.instructions
+    assert "- example (14 entries): A small brain used by" in init.instructions
 
 
 def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:

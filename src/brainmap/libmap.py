@@ -128,8 +128,10 @@ class Computed:
     partners: dict[str, str]
 
 
-def compute(cfg: Config, store: Store, lib: LibraryConfig, library_id: int) -> Computed:
-    """The block of one library, from the index as it is now."""
+def compute(
+    cfg: Config, store: Store, lib: LibraryConfig, library_id: int, head: str | None
+) -> Computed:
+    """The block of one library, from the index as it is now (``head``: its git HEAD)."""
     settings = cfg.map
     degrees = store.entity_degrees(library_id)
     top = _top_entities(degrees, settings.top_entities)
@@ -165,7 +167,7 @@ def compute(cfg: Config, store: Store, lib: LibraryConfig, library_id: int) -> C
         relation_profile=profile, bridges=bridges,
         bridged_libraries=dict(sorted(bridged.items(), key=lambda item: (-item[1], item[0]))),
         triplet_count=sum(predicates.values()), entries=size.entries, chunks=size.chunks,
-        last_change=last, commit_hash=_head(lib),
+        last_change=last, commit_hash=head,
     )  # fmt: skip
     return Computed(block, partners)
 
@@ -274,9 +276,9 @@ class RecomputeReport:
     not_indexed: list[str] = field(default_factory=list)  # no index rows yet
 
 
-def state_of(store: Store, lib: LibraryConfig, library_id: int) -> str:
+def state_of(store: Store, library_id: int, head: str | None) -> str:
     """What the library's block was computed from, as a string to compare."""
-    return json.dumps([*store.library_state(library_id), _head(lib)])
+    return json.dumps([*store.library_state(library_id), head])
 
 
 def refresh(
@@ -285,14 +287,7 @@ def refresh(
     """Recompute the blocks of those ``libs`` (all by default) whose state changed since
     their block was computed (files indexed, facts paired, git history imported or HEAD
     moved), or which have none. Returns the libraries given a new block."""
-    libs = list(cfg.libraries if libs is None else libs)
-    ids = store.library_ids(lib.name for lib in libs)
-    current = {row.library: row.state for row in store.map_blocks([lib.name for lib in libs])}
-    todo = [
-        lib.name
-        for lib in libs
-        if lib.name in ids and current.get(lib.name) != state_of(store, lib, ids[lib.name])
-    ]
+    todo = _behind(store, list(cfg.libraries if libs is None else libs), new_ones=True)
     if not todo:
         refresh_vectors(cfg, store, embed=embed)
         return []
@@ -301,15 +296,21 @@ def refresh(
 
 def stale(cfg: Config, store: Store) -> list[str]:
     """The indexed libraries whose block is missing or was computed from an older index."""
-    ids = store.library_ids(lib.name for lib in cfg.libraries)
-    current = {row.library: row.state for row in store.map_blocks()}
-    indexed = {row.name for row in store.libraries() if row.indexed_at}
+    return _behind(store, cfg.libraries, new_ones=False)
+
+
+def _behind(store: Store, libs: Sequence[LibraryConfig], *, new_ones: bool) -> list[str]:
+    """The libraries whose block's state is not their state now; with ``new_ones``, also
+    those never indexed and without a block (an empty library just indexed)."""
+    ids = store.library_ids(lib.name for lib in libs)
+    current = {row.library: row.state for row in store.map_blocks([lib.name for lib in libs])}
+    known = set(current) | {row.name for row in store.libraries() if row.indexed_at}
     return [
         lib.name
-        for lib in cfg.libraries
+        for lib in libs
         if lib.name in ids
-        and (lib.name in current or lib.name in indexed)
-        and current.get(lib.name) != state_of(store, lib, ids[lib.name])
+        and (new_ones or lib.name in known)
+        and current.get(lib.name) != state_of(store, ids[lib.name], _head(lib))
     ]
 
 
@@ -341,8 +342,9 @@ def recompute(
         library_id = ids[lib.name]
         # the state first: a change indexed while computing leaves the state behind, so the
         # next refresh computes again (the other way round it would be missed for good)
-        state = state_of(store, lib, library_id)
-        computed = compute(cfg, store, lib, library_id)
+        head = _head(lib)
+        state = state_of(store, library_id, head)
+        computed = compute(cfg, store, lib, library_id, head)
         block = computed.block
         digest = fingerprint(block)
         before = old.get(lib.name)
@@ -443,8 +445,9 @@ def _vectors(
 
     model = model_id_of(cfg.embedder)
     same = previous is not None and previous.model == model
-    count = store.vector_counts(model, library_id).get(block.library, 0)
-    if not exact and same and previous is not None and _near(previous.centroid_n, count):
+    reusable = not exact and same and previous is not None and previous.centroid is not None
+    count = store.vector_counts(model, library_id).get(block.library, 0) if reusable else -1
+    if reusable and previous is not None and _near(previous.centroid_n, count):
         centroid, count = previous.centroid, previous.centroid_n
     else:
         stored = store.library_vectors(library_id, model)

@@ -125,10 +125,7 @@ def git_import(
                 result.libraries.append(import_history(brain.store, lib, progress))
             except UserError as exc:  # one unreadable repository does not stop the others
                 result.failed.append(f"{lib.name}: {exc.message}")
-        imported = {r.library for r in result.libraries}
-        libmap.refresh(
-            brain.cfg, brain.store, [x for x in brain.cfg.libraries if x.name in imported]
-        )
+        libmap.refresh(brain.cfg, brain.store, brain.cfg.select(inp.libraries))
     return result
 
 
