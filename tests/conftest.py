@@ -76,6 +76,7 @@ def run_cli(
     check: bool = True,
     env: dict[str, str] | None = None,
     input: str | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real command in a new process (``env`` adds variables)."""
     proc = subprocess.run(
@@ -86,6 +87,7 @@ def run_cli(
         env={**os.environ, "BRAINMAP_HOME": str(home), **(env or {})},
         input=input,
         timeout=300,
+        cwd=cwd,
     )
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -13,15 +13,18 @@ LAYERS = {
     "errors": 0, "analysis": 0, "safefile": 0,
     "config": 1, "markdown": 1, "embed": 1, "websearch": 1,
     "collectors": 2,  # reads markdown's parse; pairing their observations is facts
-    "store": 2,
+    "store": 2, "project": 2,
     "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "libmap": 3,
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
+    "diary": 4, "hooks": 4,  # the diary writes notes; hooks read the diary
+    "derive": 4,  # the one after-change step: pairing, map, rollups (diary)
     "ops": 5,
-    "mcp_server": 6,
+    "mcp_server": 6, "claude": 6,  # the agents' protocols over ops
     "server": 7,  # serves the MCP tools of mcp_server at /mcp
     "gui": 7,  # the web GUI that server mounts at /
-    "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "cli_map": 8, "__main__": 9,
+    "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "cli_map": 8, "cli_hooks": 8,
+    "__main__": 9,
 }  # fmt: skip
 
 SQL = re.compile(

@@ -14,7 +14,7 @@ import pygit2
 
 from brainmap import libmap, ops
 from brainmap.indexer import index_library
-from brainmap.libmap import first_paragraph
+from brainmap.markdown import first_paragraph
 from brainmap.mcp_server import create_server, instructions
 from brainmap.store import MapBlockRow, VectorCache
 from brainmap.store.libmap import HISTORY_KEPT

@@ -50,6 +50,9 @@ def fts_text(text: str) -> str:
     return _RUN_RE.sub(_bigrams, text)
 
 
+CHARS_PER_TOKEN = 4  # budgets of what agents are given count tokens as characters / 4
+
+
 def estimate_tokens(text: str) -> int:
     """Cheap estimate of model tokens (about 3 characters each; 1.5 for CJK).
 
@@ -107,6 +110,16 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
             seen.add(term)
             terms.append(term)
     return phrases, terms
+
+
+PRUNE_MIN_CHUNKS = 1000  # below this every informative term is cheap enough to keep
+
+
+def common_above(total_chunks: int, df_prune: float) -> float:
+    """The document frequency above which a query term says nothing (``df_prune`` of all
+    chunks, once the index has ``PRUNE_MIN_CHUNKS``): an FTS5 OR over such words costs far
+    more and ranks no better."""
+    return df_prune * total_chunks if total_chunks >= PRUNE_MIN_CHUNKS else total_chunks
 
 
 def is_stopword(term: str) -> bool:

@@ -315,13 +315,20 @@ def watch(libraries: tuple[str, ...]) -> None:
     Example:
       brainmap watch docs
     """
+    from brainmap import ops
     from brainmap.watcher import watch as watch_libraries
 
     brain = _brain()
     names = [lib.name for lib in brain.cfg.select(list(libraries))]
     click.echo(f"watching {', '.join(names) or 'nothing'} (Ctrl-C to stop)")
+
+    def reindex(changed: list[str]) -> None:
+        _print_reindex(
+            ops.reindex(brain, ops.ReindexInput(libraries=changed, full=False, embed=True))
+        )
+
     try:
-        watch_libraries(brain.cfg, brain.store, names, _print_reindex)
+        watch_libraries(brain.cfg, names, reindex)
     except KeyboardInterrupt:
         click.echo("stopped")
 
@@ -360,11 +367,16 @@ def watch(libraries: tuple[str, ...]) -> None:
     "--no-route", is_flag=True,
     help="Search every library even when there are many (see `brainmap map`).",
 )  # fmt: skip
+@click.option(
+    "--project", "-p",
+    help="Only this project's entries (`project:` in their frontmatter, or its library); "
+    "'.' is the project of the current directory.",
+)  # fmt: skip
 @json_option
 def search(
     query: str | None, library: tuple[str, ...], type_: tuple[str, ...], tag: tuple[str, ...],
     since: str | None, limit: int, mode: str, batch: Path | None, hop: int, no_route: bool,
-    json_out: bool,
+    project: str | None, json_out: bool,
 ) -> None:  # fmt: skip
     """Search every library (or some) with hybrid BM25 + semantic ranking.
 
@@ -377,6 +389,7 @@ def search(
       brainmap search "undo the last commit"
       brainmap search docker -l docs --type gotcha --json
       brainmap search "connection pool" --hop 3
+      brainmap search "pool size" --project .      # this repository's notes only
       echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
     """
     from brainmap import ops
@@ -388,6 +401,7 @@ def search(
     inp = _validate(
         ops.SearchInput, query=query, library=list(library) or None, type=list(type_) or None,
         tag=list(tag) or None, since=since, limit=limit, mode=mode, hop=hop, route=not no_route,
+        project=project,
     )  # fmt: skip
     result = ops.search(_brain(), inp)
     if json_out:
@@ -571,7 +585,11 @@ def _print_saved(result: Any, json_out: bool) -> None:
 @click.option(
     "--library", "-l", help="Target library (default: [save] library in config, 'brain')."
 )
-@click.option("--project", help="Project the entry belongs to.")
+@click.option(
+    "--project",
+    help="Project the entry belongs to (default: the git repository or library of the "
+    "current directory; '' for none).",
+)
 @click.option("--folder", help="Sub-folder inside the library.")
 @click.option("--force", is_flag=True, help="Save even when a near-duplicate exists.")
 @click.option("--merge-into", help="Append as a dated section of this entry id instead.")
@@ -593,9 +611,15 @@ def save(
     """
     from brainmap import ops
 
+    if project is None and not merge_into:
+        from brainmap.project import identify
+
+        here = identify(_brain().cfg, Path.cwd())
+        project = here.name if here.known else None
     inp = _validate(
         ops.SaveInput, title=title, body=_read_body(body, file), type=type_, tags=list(tag) or None,
-        library=library, project=project, folder=folder, force=force, merge_into=merge_into,
+        library=library, project=project or None, folder=folder, force=force,
+        merge_into=merge_into,
     )  # fmt: skip
     _print_saved(ops.save(_brain(), inp), json_out)
 
@@ -713,4 +737,4 @@ def main() -> None:
 
 
 # more commands live in their own modules; importing them registers them on `cli`
-from brainmap import cli_facts, cli_graph, cli_health, cli_map  # noqa: E402, F401
+from brainmap import cli_facts, cli_graph, cli_health, cli_hooks, cli_map  # noqa: E402, F401

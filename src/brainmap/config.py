@@ -150,6 +150,29 @@ class MapSettings:
 
 
 @dataclass
+class HookSettings:
+    """What the agent hooks inject (``brainmap hook EVENT``); each can be turned off."""
+
+    session_start: bool = True  # the project, its gotchas and decisions, due re-checks, diary, map
+    pre_read: bool = True  # entries about a file Claude is about to read
+    pre_write: bool = True  # gotchas, bugs and decisions about a file Claude is about to change
+    prompt: bool = False  # up to prompt_hits hits for each prompt (UserPromptSubmit)
+    stop: bool = True  # append the session to the diary (Stop and SessionEnd)
+    session_tokens: int = 1200  # the one budget of SessionStart (~4 characters per token)
+    file_tokens: int = 300  # the budget of PreRead and PreWrite
+    prompt_hits: int = 3
+    background_embed: bool = True  # after the diary is written, embed it in a detached process
+
+
+@dataclass
+class DiarySettings:
+    """Where sessions are written: ``<library>/<folder>/<project>/YYYY/MM/DD.md``."""
+
+    library: str = GLOBAL_LIBRARY  # the global brain; a project library only when asked
+    folder: str = "diary"
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -162,6 +185,8 @@ class Config:
     graph: GraphSettings = field(default_factory=GraphSettings)
     web: WebSettings = field(default_factory=WebSettings)
     map: MapSettings = field(default_factory=MapSettings)
+    hooks: HookSettings = field(default_factory=HookSettings)
+    diary: DiarySettings = field(default_factory=DiarySettings)
 
     @property
     def db_path(self) -> Path:
@@ -313,6 +338,8 @@ def load(home: Path) -> Config:
         cfg.graph = _section(GraphSettings, data.get("graph", {}))
         cfg.web = _section(WebSettings, data.get("web", {}))
         cfg.map = _section(MapSettings, data.get("map", {}))
+        cfg.hooks = _section(HookSettings, data.get("hooks", {}))
+        cfg.diary = _section(DiarySettings, data.get("diary", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -357,6 +384,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "instructions_tokens": (100, 100_000),
     "route_above": (1, 100_000),
     "route_libraries": (1, 1000),
+    "session_tokens": (50, 100_000),
+    "file_tokens": (20, 100_000),
+    "prompt_hits": (1, 20),
 }
 
 
@@ -371,6 +401,11 @@ def _section(cls: Any, raw: Any) -> Any:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         kind = type(getattr(defaults, key))
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{key} must be true or false")
+            values[key] = value
+            continue
         if kind is str:
             if not isinstance(value, str):
                 raise ValueError(f"{key} must be a string")
@@ -415,6 +450,8 @@ def to_toml(cfg: Config) -> str:
         ("graph", cfg.graph),
         ("web", cfg.web),
         ("map", cfg.map),
+        ("hooks", cfg.hooks),
+        ("diary", cfg.diary),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]

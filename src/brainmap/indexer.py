@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
-import fcntl
 import hashlib
-import logging
 import os
 import stat
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from brainmap import libmap
 from brainmap.analysis import fts_text
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
@@ -35,7 +32,7 @@ from brainmap.embedding import (
     title_line,
 )
 from brainmap.errors import UserError
-from brainmap.facts import pair_library, records
+from brainmap.facts import records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
 from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
 from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
@@ -49,8 +46,6 @@ from brainmap.store import (
     VectorCache,
     slug_of,
 )
-
-log = logging.getLogger("brainmap.indexer")
 
 if TYPE_CHECKING:
     from brainmap.collectors.files import ProjectFinder
@@ -78,7 +73,6 @@ class LibraryReport:
     skipped: int = 0
     chunks: int = 0
     code_files: int = 0  # code files read for breadcrumbs (changed ones only)
-    facts_paired: bool = False  # its observations changed, so its assertions were recomputed
     seconds: float = 0.0
 
 
@@ -86,7 +80,18 @@ class LibraryReport:
 class ReindexReport:
     libraries: list[LibraryReport] = field(default_factory=list)
     embedding: EmbedReport | None = None
+    # filled by the after-change step (brainmap.derive) that follows every reindex
+    facts_paired: list[str] = field(default_factory=list)  # libraries whose facts were re-paired
     map: list[str] = field(default_factory=list)  # libraries whose map block was recomputed
+    rollups: list[str] = field(default_factory=list)  # diary rollups written (library:path)
+
+
+@dataclass
+class Indexed:
+    """What :func:`index_files` indexed: the entry ids, and whether their vectors were made."""
+
+    ids: list[str]
+    embedded: bool
 
 
 # --- globs and scanning ---------------------------------------------------------------------
@@ -385,7 +390,6 @@ def index_library(
         if report.added or report.updated or report.deleted or report.skipped:
             store.mark_indexed(library_id, _now())
         batch.commit()
-        report.facts_paired = pair_library(store, library_id)
     except BaseException as exc:
         batch.abort(exc)
         raise
@@ -562,11 +566,14 @@ def _index_code(
     store.put_code_file(record, graph, new=old is None, observations=observations)
 
 
-def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
-    """Index (text and vectors) the named files of a library now; return their entry ids.
+def index_files(
+    cfg: Config, store: Store, lib: LibraryConfig, rels: list[str], *, embed: bool = True
+) -> Indexed:
+    """Index the named files of a library now: text, and vectors unless ``embed`` is off
+    (then the next reindex embeds them).
 
     Used right after brainmap itself wrote them, so there is no scan of the library. It does
-    not take the reindex lock: it only upserts entries by their stable ids (never deletes), so
+    not take the write lock: it only upserts entries by their stable ids (never deletes), so
     a reindex running meanwhile can at worst write the same rows again. Raises
     :class:`UserError` when a file cannot be indexed.
     """
@@ -590,22 +597,18 @@ def index_files(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
         if problem is not None:
             raise UserError(f"{rel} was written but cannot be indexed: {problem}")
         ids.append(entry_id(lib.name, rel))
-    pair_library(store, library_id)
+    if not embed:
+        return Indexed(ids, False)
     cache = VectorCache(cfg.cache_path)
-    embedded = True
     try:
         embed_pending(
             store, cache, cfg.embedder, None, entry_ids=ids, batch_size=cfg.index.embed_batch
         )
     except EmbedderError:
-        embedded = False  # the text is searchable now; `reindex` embeds it when the model is back
+        return Indexed(ids, False)  # searchable now; `reindex` embeds it when the model is back
     finally:
         cache.close()
-    try:
-        libmap.refresh(cfg, store, [lib], embed=embedded)
-    except Exception:  # derived data: the next reindex catches the map up; the note is saved
-        log.warning("library map not refreshed for %s", lib.name, exc_info=True)
-    return ids
+    return Indexed(ids, True)
 
 
 @dataclass
@@ -659,18 +662,6 @@ def diff_library(cfg: Config, store: Store, lib: LibraryConfig) -> LibraryDiff:
 # --- whole runs -----------------------------------------------------------------------------
 
 
-@contextmanager
-def reindex_lock(home: Path) -> Iterator[None]:
-    """One reindex per home at a time (other processes wait); searches never wait."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".reindex.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def reindex(
     cfg: Config,
     store: Store,
@@ -680,30 +671,29 @@ def reindex(
     embed: bool = True,
     progress: ProgressFn | None = None,
 ) -> ReindexReport:
-    """Index the named libraries (all by default): text first, then vectors."""
+    """Index the named libraries (all by default): text first, then vectors. The caller
+    holds the write lock and runs the after-change step (``brainmap.derive``)."""
     from brainmap.embed import EmbedderError, model_id_of
 
     libs = cfg.select(names)
     report = ReindexReport()
-    with reindex_lock(cfg.home):
-        for lib in libs:
-            report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+    for lib in libs:
+        report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+    store.checkpoint()
+    if embed and libs:
+        ids = list(store.library_ids(lib.name for lib in libs).values())
+        cache = VectorCache(cfg.cache_path)
+        try:
+            report.embedding = embed_pending(
+                store, cache, cfg.embedder, ids, batch_size=cfg.index.embed_batch,
+                progress=progress,
+            )  # fmt: skip
+        except EmbedderError as exc:
+            model = model_id_of(cfg.embedder)
+            report.embedding = EmbedReport(
+                model, pending=store.pending_count(model, ids), error=exc.message
+            )
+        finally:
+            cache.close()
         store.checkpoint()
-        if embed and libs:
-            ids = list(store.library_ids(lib.name for lib in libs).values())
-            cache = VectorCache(cfg.cache_path)
-            try:
-                report.embedding = embed_pending(
-                    store, cache, cfg.embedder, ids, batch_size=cfg.index.embed_batch,
-                    progress=progress,
-                )  # fmt: skip
-            except EmbedderError as exc:
-                model = model_id_of(cfg.embedder)
-                report.embedding = EmbedReport(
-                    model, pending=store.pending_count(model, ids), error=exc.message
-                )
-            finally:
-                cache.close()
-            store.checkpoint()
-        report.map = libmap.refresh(cfg, store, libs, embed=embed)
     return report

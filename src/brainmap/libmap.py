@@ -17,12 +17,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from brainmap.analysis import CHARS_PER_TOKEN
 from brainmap.config import Config, LibraryConfig
+from brainmap.markdown import cut, first_paragraph
+from brainmap.project import git_head
 from brainmap.store import MapBlockRow, MapVectors, NewBlock, Store
 
 # Files whose first paragraph says what a library is, in order of preference (at its root,
@@ -31,7 +33,6 @@ NARRATIVE_FILES = ("README.md", "index.md", "_index.md", "README.markdown", "hom
 PROFILE_SIZE = 12  # predicates kept in the relation profile
 # Predicates that every entry or file has: they describe the index, not the library.
 STRUCTURAL_PREDICATES = frozenset({"from_file"})
-CHARS_PER_TOKEN = 4  # the instructions budget counts tokens as characters / 4
 CENTROID_DRIFT = 0.05  # a centroid is recomputed when its library's vector count moves more
 
 
@@ -208,60 +209,9 @@ def _narrative(
     return None, ""
 
 
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|`)")
-
-
-def first_paragraph(texts: Iterable[str], limit: int) -> str:
-    """The first paragraph of prose in markdown chunks: headings, code, tables, images, HTML
-    and lines without letters are skipped; links keep their text; cut at ``limit`` chars."""
-    for text in texts:
-        paragraph: list[str] = []
-        fenced = False
-        for raw in text.splitlines():
-            line = raw.strip()
-            if line.startswith(("```", "~~~")):
-                fenced = not fenced
-                if paragraph:
-                    break
-                continue
-            if fenced:
-                continue
-            line = line.lstrip("> ").strip()
-            skip = (
-                not line
-                or line.startswith(("#", "|", "<", "[![", "![", "---", "==="))
-                or not any(c.isalpha() for c in line)
-            )
-            if skip:
-                if paragraph:
-                    break
-                continue
-            paragraph.append(_EMPHASIS.sub("", _LINK.sub(r"\1", line)))
-        if paragraph:
-            return _cut(" ".join(paragraph), limit)
-    return ""
-
-
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
-
-
 def _head(lib: LibraryConfig) -> str | None:
     """The commit the library's repository is at (None outside git or before a commit)."""
-    from brainmap.gitlog import open_repository
-
-    repo = open_repository(lib.path)
-    if repo is None or repo.head_is_unborn:
-        return None
-    try:
-        return str(repo.head.target)
-    except Exception:  # a detached or broken HEAD is no reason to fail a recompute
-        return None
+    return git_head(lib.path.absolute())
 
 
 # --- recompute ------------------------------------------------------------------------------
@@ -439,8 +389,6 @@ def _vectors(
     centroid is kept while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it:
     a big library's mean barely moves with one saved note, and reading all its vectors takes
     a while. Without ``embed`` the previous sentence vector is kept if the sentence is."""
-    import numpy as np
-
     from brainmap.embed import model_id_of
 
     model = model_id_of(cfg.embedder)
@@ -453,6 +401,8 @@ def _vectors(
         stored = store.library_vectors(library_id, model)
         count, centroid = len(stored), None
         if stored:
+            import numpy as np  # only a recomputed centroid needs it
+
             matrix = np.frombuffer(b"".join(stored), dtype=np.float32).reshape(len(stored), -1)
             mean = matrix.mean(axis=0)
             norm = float(np.linalg.norm(mean))
@@ -536,7 +486,7 @@ def _line(block: MapBlock, full: bool) -> str:
     core = ", ".join(e.name for e in block.top_entities[: 5 if full else 3])
     line = f"- {block.library} ({block.entries} entries)"
     if full and block.narrative:
-        line += f": {_cut(block.narrative, 160)}"
+        line += f": {cut(block.narrative, 160)}"
     if core:
         line += f" Core: {core}."
     if full and block.bridged_libraries:

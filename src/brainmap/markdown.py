@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -482,3 +483,50 @@ def _pack(
     if cursor > start:
         pieces.append((start, cursor))
     return pieces
+
+
+# --- prose ---------------------------------------------------------------------------------
+
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|`)")
+
+
+def first_paragraph(texts: Iterable[str], limit: int) -> str:
+    """The first paragraph of prose in markdown chunks: headings, code, tables, images, HTML
+    and lines without letters are skipped; links keep their text; cut at ``limit`` chars."""
+    for text in texts:
+        paragraph: list[str] = []
+        fenced = False
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith(("```", "~~~")):
+                fenced = not fenced
+                if paragraph:
+                    break
+                continue
+            if fenced:
+                continue
+            line = line.lstrip("> ").strip()
+            skip = (
+                not line
+                or line.startswith(("#", "|", "<", "[![", "![", "---", "==="))
+                or not any(c.isalpha() for c in line)
+            )
+            if skip:
+                if paragraph:
+                    break
+                continue
+            paragraph.append(_EMPHASIS.sub("", _LINK.sub(r"\1", line)))
+        if paragraph:
+            return cut(" ".join(paragraph), limit)
+    return ""
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word boundary with an ellipsis to ``limit`` chars."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"

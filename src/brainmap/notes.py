@@ -8,26 +8,30 @@ exists nothing is written unless the caller forces it or merges into that entry.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from brainmap.config import Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.indexer import entry_id, index_files
-from brainmap.safefile import UnsafePathError, atomic_create, atomic_write
-from brainmap.search import Searcher
+from brainmap.safefile import (
+    UnsafePathError,
+    atomic_create,
+    atomic_write,
+    library_lock,
+    safe_folder,
+    slugify,
+)
 
-_SLUG_MAX_CHARS = 80
-_SLUG_MAX_BYTES = 200
-_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
-_NON_WORD = re.compile(r"[^\w]+|_+")
+if TYPE_CHECKING:
+    from brainmap.search import Searcher
+
+__all__ = ["Notes", "SaveResult", "library_lock", "safe_folder", "slugify"]
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # all but tab and newlines
 TAG_NEIGHBOUR = 0.845  # entries this close vote for the tags of an untagged note
 TAG_NEAREST = 0.87  # the nearest entry lends all its tags when it is this close
@@ -62,41 +66,6 @@ class SaveResult:
     message: str = ""
 
 
-def _slug(text: str) -> str:
-    folded = unicodedata.normalize("NFKD", text)
-    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
-    slug = _NON_WORD.sub("-", unicodedata.normalize("NFKC", folded).lower()).strip("-")
-    # readable names, and file systems limit them to 255 bytes: cut on a character boundary
-    cut = slug[:_SLUG_MAX_CHARS].encode("utf-8")[:_SLUG_MAX_BYTES]
-    return cut.decode("utf-8", "ignore").rstrip("-")
-
-
-def slugify(text: str) -> str:
-    """A file-name-safe slug: letters and digits of any script, joined by '-'."""
-    slug = _slug(text) or "note"
-    return f"{slug}-note" if slug in _RESERVED else slug
-
-
-def safe_folder(folder: str | None) -> Path:
-    """A relative folder made of slugs: '..', absolute paths and drive letters cannot survive."""
-    parts = [slugify(part) for part in re.split(r"[\\/]+", folder or "") if _slug(part)]
-    return Path(*parts) if parts else Path()
-
-
-@contextmanager
-def library_lock(home: Path, library: str) -> Iterator[None]:
-    """Serialises writers of one library across processes: the dedup check, the write and
-    the index update of a save (or the read-modify-write of a merge) form one step."""
-    folder = home / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{slugify(library)}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
@@ -118,7 +87,8 @@ def render(meta: dict[str, Any], title: str, body: str) -> str:
 
 
 class Notes:
-    """Save and ingest for one configuration, index and searcher."""
+    """Save and ingest for one configuration, index and searcher. They write and index the
+    file; the caller runs the after-change step (``brainmap.derive``)."""
 
     def __init__(self, cfg: Config, searcher: Searcher) -> None:
         self.cfg = cfg
@@ -180,7 +150,7 @@ class Notes:
             )
             rel = path.relative_to(lib.path.resolve()).as_posix()
             try:
-                (entry,) = index_files(self.cfg, self.store, lib, [rel])
+                (entry,) = index_files(self.cfg, self.store, lib, [rel]).ids
             except BaseException:
                 # never leave a file the index does not know, nor an entry without its file
                 path.unlink(missing_ok=True)

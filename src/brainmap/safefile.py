@@ -1,4 +1,5 @@
-"""The one chokepoint for writing files: contained, atomic, durable, and never a no-op rewrite.
+"""The one chokepoint for writing files: contained, atomic, durable, and never a no-op rewrite;
+the names files get (slugs) and the lock that serialises the writers of one library.
 
 Every write goes to a unique temp file in the target's folder (named with the writer's pid),
 is fsynced, then renamed (or hard-linked, to create without overwriting) into place, and the
@@ -9,16 +10,60 @@ may leave behind is never indexed and is swept by the next scan.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import re
+import stat
 import tempfile
 import time
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 TEMP_PREFIX = ".brainmap-tmp-"
+_SLUG_MAX_CHARS = 80
+_SLUG_MAX_BYTES = 200
+_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
+_NON_WORD = re.compile(r"[^\w]+|_+")
 TEMP_MAX_AGE_S = 600  # older temp files are abandoned even when their pid was reused
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import, before any thread could race with it
+
+
+def _slug(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    slug = _NON_WORD.sub("-", unicodedata.normalize("NFKC", folded).lower()).strip("-")
+    # readable names, and file systems limit them to 255 bytes: cut on a character boundary
+    cut = slug[:_SLUG_MAX_CHARS].encode("utf-8")[:_SLUG_MAX_BYTES]
+    return cut.decode("utf-8", "ignore").rstrip("-")
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe slug: letters and digits of any script, joined by '-'."""
+    slug = _slug(text) or "note"
+    return f"{slug}-note" if slug in _RESERVED else slug
+
+
+def safe_folder(folder: str | None) -> Path:
+    """A relative folder made of slugs: '..', absolute paths and drive letters cannot survive."""
+    parts = [slugify(part) for part in re.split(r"[\\/]+", folder or "") if _slug(part)]
+    return Path(*parts) if parts else Path()
+
+
+@contextmanager
+def library_lock(home: Path, library: str) -> Iterator[None]:
+    """Serialises writers of one library across processes: the dedup check, the write and
+    the index update of a save (or the read-modify-write of a merge) form one step."""
+    folder = home / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{slugify(library)}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class UnsafePathError(ValueError):
@@ -108,6 +153,29 @@ def atomic_create(root: Path, candidates: Iterable[Path], data: bytes) -> Path:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
     raise FileExistsError(errno.EEXIST, "no free file name")
+
+
+class NotRegularError(OSError):
+    """A path that should hold a file holds something else (a FIFO, a socket, a device)."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file, at most ``limit`` of them. A FIFO, socket or device put
+    where a file was raises :class:`NotRegularError` at once instead of blocking the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularError(errno.EINVAL, "not a regular file", str(path))
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def is_abandoned_temp(path: Path) -> bool:

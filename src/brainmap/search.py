@@ -18,9 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
-from brainmap.analysis import fold, fts_quote, is_stopword, query_terms
+from brainmap.analysis import common_above, fold, fts_quote, is_stopword, query_terms
 from brainmap.config import Config, scope_label
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
@@ -28,13 +26,15 @@ from brainmap.graph import Hops
 from brainmap.store import Filters, HitRow, Store
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from brainmap.embed import Embedder
+    from brainmap.project import Project
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
 MAX_CANDIDATE_TERMS = 400
-PRUNE_MIN_CHUNKS = 1000  # below this every informative term is cheap enough to keep
 SNIPPET_CHARS = 240
 
 
@@ -114,17 +114,17 @@ class VectorIndex:
     def __init__(self, model: str) -> None:
         self.model = model
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot(
-            -1, np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 0), np.float32)
-        )
+        self._snapshot: _Snapshot | None = None  # numpy loads with the first vector search
 
     def refresh(self, store: Store) -> None:
         """Reload from ``store`` if any vector was added or removed since the last load."""
+        import numpy as np
+
         generation = store.vector_generation()
-        if generation == self._snapshot.generation:
+        if self._snapshot is not None and generation == self._snapshot.generation:
             return
         with self._lock:
-            if generation == self._snapshot.generation:
+            if self._snapshot is not None and generation == self._snapshot.generation:
                 return
             ids, libs, blob = store.load_vectors(self.model)
             flat = np.frombuffer(blob, dtype=np.float32)
@@ -134,14 +134,17 @@ class VectorIndex:
             )
 
     def __len__(self) -> int:
-        return len(self._snapshot.ids)
+        return 0 if self._snapshot is None else len(self._snapshot.ids)
 
     def top(
         self, query: np.ndarray, k: int, filters: Filters, allowed: np.ndarray | None
     ) -> list[tuple[int, float]]:
-        """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters."""
+        """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters
+        (call :meth:`refresh` first)."""
+        import numpy as np
+
         snap = self._snapshot
-        if not len(snap.ids) or snap.matrix.shape[1] != query.shape[0]:
+        if snap is None or not len(snap.ids) or snap.matrix.shape[1] != query.shape[0]:
             return []
         scores = snap.matrix @ query
         mask = None
@@ -245,8 +248,7 @@ class Searcher:
         candidates = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
         freqs = self.store.doc_freqs(candidates)
         present = [t for t in candidates if freqs.get(t)]
-        total = max(self.store.chunk_count(), 1)
-        limit = self.cfg.search.df_prune * total if total >= PRUNE_MIN_CHUNKS else total
+        limit = common_above(max(self.store.chunk_count(), 1), self.cfg.search.df_prune)
         keep = [t for t in present if freqs[t] <= limit]
         if not keep and present and not phrases:
             keep = [min(present, key=lambda t: freqs[t])]
@@ -261,6 +263,8 @@ class Searcher:
         types: list[str] | None = None,
         tags: list[str] | None = None,
         since: str | None = None,
+        project: Project | None = None,
+        not_types: list[str] | None = None,
     ) -> Filters:
         library_ids = None
         if libraries:
@@ -272,6 +276,11 @@ class Searcher:
             types=[t.lower() for t in types or []],
             tags=[t.lower().lstrip("#") for t in tags or []],
             since=parse_since(since),
+            project=project.name if project else None,
+            project_library_ids=sorted(self.store.library_ids(project.libraries).values())
+            if project
+            else [],
+            not_types=[t.lower() for t in not_types or []],
         )
 
     # the search
@@ -287,15 +296,18 @@ class Searcher:
         limit: int = 10,
         mode: Mode = "hybrid",
         route: bool = True,
+        project: Project | None = None,
+        not_types: list[str] | None = None,
     ) -> SearchResult:
         """Search the index; any text is a valid query. With ``route`` and more libraries
         than ``[map] route_above``, the library map picks the libraries to search first
-        (hybrid and vector modes, when no library is named)."""
+        (hybrid and vector modes, when no library is named). ``project`` keeps the entries
+        of a project (its libraries, or `project:` in their frontmatter)."""
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}", hint="use hybrid, bm25 or vector")
         limit = max(1, min(int(limit), 1000))
         query = query.replace("\x00", " ")
-        filters = self.filters(libraries, types, tags, since)
+        filters = self.filters(libraries, types, tags, since, project, not_types)
         result = SearchResult(query=query, mode=mode, hits=[])
         if not query.strip():
             return result
@@ -309,7 +321,7 @@ class Searcher:
 
         # routing picks libraries by the query alone: with type, tag or date filters it could
         # pick libraries without a match, so those searches look everywhere
-        filtered = bool(types or tags or since)
+        filtered = bool(types or tags or since or project or not_types)
         if (
             route
             and not libraries
@@ -321,7 +333,7 @@ class Searcher:
             query_vector = pending_vector.result()
             result.routed = self.route(query_vector) if query_vector is not None else None
             if result.routed is not None:
-                filters = self.filters(result.routed, types, tags, since)
+                filters = self.filters(result.routed, types, tags, since, project, not_types)
 
         bm25_ids: list[int] = []
         if mode != "vector":
@@ -338,6 +350,8 @@ class Searcher:
             self.vectors.refresh(self.store)
             allowed = None
             if not filters.only_libraries:
+                import numpy as np
+
                 allowed = np.array(self.store.filtered_chunk_ids(filters), dtype=np.int64)
             query_vector = pending_vector.result()
             if query_vector is None:
@@ -393,6 +407,8 @@ class Searcher:
         chosen = centroids or sentences
         if centroids:
             always += list(sentences)
+        import numpy as np
+
         names = list(chosen)
         matrix = (
             np.stack([np.frombuffer(chosen[n], dtype=np.float32) for n in names])
@@ -493,6 +509,8 @@ def route_libraries(
     query_vector: np.ndarray, names: list[str], matrix: np.ndarray, count: int
 ) -> list[str]:
     """The ``count`` libraries whose routing vector is nearest the query (cosine)."""
+    import numpy as np
+
     scores = matrix @ query_vector.astype(np.float32)
     order = np.argsort(-scores, kind="stable")[:count]
     return [names[int(i)] for i in order]

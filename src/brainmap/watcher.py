@@ -7,9 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brainmap.config import Config, LibraryConfig
-from brainmap.indexer import ReindexReport, reindex
 from brainmap.safefile import TEMP_PREFIX
-from brainmap.store import Store
 
 
 class ChangeFilter:
@@ -43,14 +41,14 @@ class ChangeFilter:
 
 def watch(
     cfg: Config,
-    store: Store,
     names: list[str] | None,
-    on_report: Callable[[ReindexReport], None],
+    reindex: Callable[[list[str]], None],
     *,
     stop: threading.Event | None = None,
     debounce_ms: int = 400,
 ) -> None:
-    """Index now, then again whenever files of the libraries change, until ``stop`` is set."""
+    """Call ``reindex(libraries)`` now, then again with the libraries whose files changed,
+    until ``stop`` is set. ``reindex`` is the reindex op, after-change step included."""
     from watchfiles import Change
     from watchfiles import watch as watch_changes
 
@@ -72,8 +70,8 @@ def watch(
         if not started:
             # index only once the watcher runs, so that no change made meanwhile is missed
             started = True
-            on_report(reindex(cfg, store, [lib.name for lib in libs]))
+            reindex([lib.name for lib in libs])
             continue
         touched = sorted({name for change, path in changes if (name := library_of(change, path))})
         if touched:
-            on_report(reindex(cfg, store, touched))
+            reindex(touched)

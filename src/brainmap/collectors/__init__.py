@@ -124,6 +124,57 @@ def _scrub_word(word: str) -> str:
     return word[at + 1 :] if ":" in word[:at] else word
 
 
+REDACTED = "[redacted]"
+# Credentials by their published shapes (GitHub, GitLab, Slack, OpenAI/Anthropic-style "sk-",
+# AWS access keys, Google API keys, npm, Hugging Face, Stripe, JWTs), and PEM private keys.
+_TOKEN = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}"
+    r"|glpat-[A-Za-z0-9_-]{20,255}|xox[abposr]-[A-Za-z0-9-]{10,255}"
+    r"|sk-[A-Za-z0-9_-]{20,255}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,255}"
+    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{30,255}"
+    r"|eyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048})"
+)
+_PEM = re.compile(
+    r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:.{0,20000}?-----END [A-Z ]{0,40}-----|.{0,20000})",
+    re.DOTALL,
+)
+_AUTH = re.compile(r"\b(Bearer|Basic|Token)(\s{1,8})[A-Za-z0-9._~+/=-]{8,4096}", re.IGNORECASE)
+# NAME=value, NAME: value, "name": "value", --name=value and --name value, where NAME says secret
+_VALUE = r"""(?P<value>"[^"\n]{1,4096}"|'[^'\n]{1,4096}'|[^\s"',;&|)]{1,4096})"""
+_ASSIGNED = re.compile(
+    r"""(?P<key>["']?(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})["']?)(?P<sep>\s{0,4}[=:]\s{0,4})"""
+    + _VALUE
+)
+_OPTION = re.compile(
+    r"(?P<key>(?<![\w-])--?(?P<name>[A-Za-z][A-Za-z0-9_-]{0,80}))(?P<sep>\s{1,4})" + _VALUE
+)
+
+
+def redact(text: str) -> str:
+    """Free text without secrets, for what brainmap writes from an agent's session (the
+    diary): private keys, credential-shaped tokens, ``Authorization`` values, values of
+    secret-named variables and options (``API_TOKEN=...``, ``--password x``,
+    ``"secret": "..."``) and passwords in URLs become ``[redacted]``. Linear time."""
+    text = _PEM.sub("[redacted private key]", text)
+    text = _TOKEN.sub(REDACTED, text)
+    text = _AUTH.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _ASSIGNED.sub(_redact_assignment, text)
+    text = _OPTION.sub(_redact_assignment, text)
+    if "@" in text and "://" in text:
+        text = re.sub(r"\b([a-z][a-z0-9+.-]{0,20}://)[^\s/@]{1,512}@", r"\1", text)
+    return text
+
+
+def _redact_assignment(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if not is_secret_name(match.group("name")) or value.strip("\"'") in ("", REDACTED):
+        return match.group(0)
+    if value.startswith(("$", "-", "<", ">")):  # a reference ($TOKEN), an option, a pipe
+        return match.group(0)
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
+
+
 def only_safe(observations: list[Observation]) -> list[Observation]:
     """The observations without secrets: user info removed, secret-bearing triplets dropped."""
     out = []

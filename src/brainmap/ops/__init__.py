@@ -4,62 +4,112 @@ Each op is a function ``(brain, input) -> output`` registered with a name, a pyd
 model and an output type (a dataclass that pydantic can validate and serialise). The CLI, HTTP
 and MCP only parse input, call an op and format its output. The modules register their ops in
 import order, which is the order of the OpenAPI paths and MCP tools.
+
+Names load lazily: ``from brainmap.ops import search`` imports the module that defines it and
+what it needs, no more (every CLI call and every hook is a new process); ``OPS`` and
+``served`` load the whole table first.
 """
 
-from brainmap.ops.core import OPS, Brain, Op, describe_errors, op, served, to_jsonable
-from brainmap.ops.facts import AskInput, CollectInput, ask, collect
-from brainmap.ops.graph import (
-    AuditInput,
-    BacklinksInput,
-    GitImportInput,
-    NeighborsInput,
-    RefsInput,
-    VerifyInput,
-    audit,
-    backlinks,
-    git_import,
-    neighbors,
-    refs,
-    verify,
-)
-from brainmap.ops.health import EvalInput, doctor, eval_, gc, init, stats
-from brainmap.ops.knowledge import (
-    GetInput,
-    IngestInput,
-    SaveInput,
-    SearchInput,
-    get,
-    ingest,
-    save,
-    search,
-)
-from brainmap.ops.libmap import (
-    MapLibraryInput,
-    MapRecomputeInput,
-    get_map,
-    map_,
-    map_recompute,
-    map_text,
-)
-from brainmap.ops.library import (
-    LibraryAddInput,
-    LibraryInfo,
-    LibraryNameInput,
-    NoInput,
-    ReindexInput,
-    library_add,
-    library_list,
-    library_remove,
-    reindex,
-)
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# the op modules, in the order their ops are listed over HTTP and MCP
+MODULES = ("facts", "graph", "library", "health", "knowledge", "notes", "libmap", "agent")
+_EXPORTS = {
+    "core": ("OPS", "Brain", "Op", "describe_errors", "op", "served", "to_jsonable"),
+    "facts": ("AskInput", "CollectInput", "ask", "collect"),
+    "graph": ("AuditInput", "BacklinksInput", "GitImportInput", "NeighborsInput", "RefsInput",
+              "VerifyInput", "audit", "backlinks", "git_import", "neighbors", "refs", "verify"),
+    "health": ("EvalInput", "doctor", "eval_", "gc", "init", "stats"),
+    "knowledge": ("GetInput", "SearchInput", "get", "search"),
+    "notes": ("IngestInput", "SaveInput", "ingest", "save"),
+    "libmap": ("MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_recompute",
+               "map_text"),
+    "library": ("LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NoInput", "ReindexInput",
+                "library_add", "library_list", "library_remove", "reindex"),
+    "agent": ("DiaryRollupInput", "HooksInput", "HooksRemoveInput", "HooksStatusInput", "HooksRemoveInput", "HooksStatusInput",
+              "diary_rollup", "hooks_install", "hooks_status", "hooks_uninstall"),
+}  # fmt: skip
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
-    "OPS", "AskInput", "AuditInput", "BacklinksInput", "Brain", "CollectInput", "EvalInput",
-    "GetInput", "GitImportInput", "ask", "collect",
-    "IngestInput", "LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NeighborsInput",
-    "NoInput", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput", "audit",
-    "backlinks", "describe_errors", "doctor", "eval_", "gc", "get", "git_import", "ingest",
-    "init", "library_add", "library_list", "library_remove", "neighbors", "op", "refs",
-    "reindex", "save", "search", "served", "stats", "to_jsonable", "verify", "VerifyInput",
-    "MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_recompute", "map_text",
+    "AskInput", "AuditInput", "BacklinksInput", "Brain", "CollectInput", "DiaryRollupInput",
+    "EvalInput", "GetInput", "GitImportInput", "HooksInput", "HooksRemoveInput",
+    "HooksStatusInput", "IngestInput", "LibraryAddInput",
+    "LibraryInfo", "LibraryNameInput", "MapLibraryInput", "MapRecomputeInput", "NeighborsInput",
+    "NoInput", "OPS", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput",
+    "VerifyInput", "ask", "audit", "backlinks", "collect", "describe_errors", "diary_rollup",
+    "doctor", "eval_", "gc", "get", "get_map", "git_import", "hooks_install", "hooks_status",
+    "hooks_uninstall", "ingest", "init", "library_add", "library_list", "library_remove", "map_",
+    "map_recompute", "map_text", "neighbors", "op", "refs", "reindex", "save", "search", "served",
+    "stats", "to_jsonable", "verify",
 ]  # fmt: skip
+
+
+def load_all() -> None:
+    """Import every op module, so that the table is complete (in its order)."""
+    for module in MODULES:
+        importlib.import_module(f"brainmap.ops.{module}")
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'brainmap.ops' has no attribute {name!r}")
+    if name in ("OPS", "served"):
+        load_all()
+    value = getattr(importlib.import_module(f"brainmap.ops.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from brainmap.ops.agent import (
+        DiaryRollupInput,
+        HooksInput,
+        HooksRemoveInput,
+        HooksStatusInput,
+        diary_rollup,
+        hooks_install,
+        hooks_status,
+        hooks_uninstall,
+    )
+    from brainmap.ops.core import OPS, Brain, Op, describe_errors, op, served, to_jsonable
+    from brainmap.ops.facts import AskInput, CollectInput, ask, collect
+    from brainmap.ops.graph import (
+        AuditInput,
+        BacklinksInput,
+        GitImportInput,
+        NeighborsInput,
+        RefsInput,
+        VerifyInput,
+        audit,
+        backlinks,
+        git_import,
+        neighbors,
+        refs,
+        verify,
+    )
+    from brainmap.ops.health import EvalInput, doctor, eval_, gc, init, stats
+    from brainmap.ops.knowledge import GetInput, SearchInput, get, search
+    from brainmap.ops.libmap import (
+        MapLibraryInput,
+        MapRecomputeInput,
+        get_map,
+        map_,
+        map_recompute,
+        map_text,
+    )
+    from brainmap.ops.library import (
+        LibraryAddInput,
+        LibraryInfo,
+        LibraryNameInput,
+        NoInput,
+        ReindexInput,
+        library_add,
+        library_list,
+        library_remove,
+        reindex,
+    )
+    from brainmap.ops.notes import IngestInput, SaveInput, ingest, save

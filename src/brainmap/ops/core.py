@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import inspect
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import (
@@ -17,82 +14,9 @@ from pydantic import (
     model_validator,
 )
 
-from brainmap import config as config_mod
-from brainmap.config import (
-    ensure_home,
-    resolve_home,
-)
-from brainmap.embed import model_id_of
-from brainmap.notes import Notes
-from brainmap.search import Searcher, VectorIndex
-from brainmap.store import Store
+from brainmap.ops.brain import Brain
 
-
-class Brain:
-    """An open home: its config, and per thread a store and a warm searcher.
-
-    The store (one SQLite connection) and the searcher belong to the thread that asked for
-    them, so that a server's worker threads read in parallel; the vector matrix and the
-    embedding model are shared by all threads.
-    """
-
-    def __init__(self, home: str | Path | None = None) -> None:
-        self.home = resolve_home(home)
-        self.cfg, self.created = ensure_home(self.home)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._stores: list[Store] = []  # every connection opened, for close()
-        self._idle: list[Store] = []  # connections of threads that ended
-        self._vectors: VectorIndex | None = None
-
-    @property
-    def store(self) -> Store:
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            with self._lock:
-                store = self._idle.pop() if self._idle else None
-            if store is None:
-                store = Store(self.cfg.db_path)
-                with self._lock:
-                    self._stores.append(store)
-            self._local.store = store
-            # server worker threads come and go: a dead thread's connection serves the next
-            # thread. (Closing it would not free its file: SQLite keeps the descriptor of a
-            # connection closed while others hold locks on the file, until they all close.)
-            weakref.finalize(threading.current_thread(), self._idle.append, store)
-        return store
-
-    @property
-    def searcher(self) -> Searcher:
-        searcher: Searcher | None = getattr(self._local, "searcher", None)
-        if searcher is None:
-            with self._lock:
-                if self._vectors is None:
-                    self._vectors = VectorIndex(model_id_of(self.cfg.embedder))
-            searcher = Searcher(self.cfg, self.store, self._vectors)
-            self._local.searcher = searcher
-        return searcher
-
-    @property
-    def notes(self) -> Notes:
-        return Notes(self.cfg, self.searcher)
-
-    def save_config(self) -> None:
-        config_mod.save(self.cfg)
-
-    def close(self) -> None:
-        """Close every thread's connection (call when no operation is running)."""
-        with self._lock:
-            stores, self._stores, self._idle = self._stores, [], []
-        for store in stores:
-            store.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> Brain:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+__all__ = ["OPS", "Brain", "Op", "describe_errors", "op", "served", "to_jsonable"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +70,9 @@ def op(
 
 def served() -> list[Op]:
     """The ops that HTTP and MCP expose, in table order."""
+    from brainmap.ops import load_all  # the table fills as its modules are imported
+
+    load_all()
     return [o for o in OPS.values() if o.methods]
 
 

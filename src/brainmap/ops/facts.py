@@ -11,13 +11,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from brainmap import libmap, websearch
+from brainmap import derive, websearch
 from brainmap.collectors import Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.facts import CONFIRMED, Fact, answer, fact_of, pair_library, records
-from brainmap.indexer import index_library, reindex_lock
+from brainmap.facts import CONFIRMED, Fact, answer, fact_of, records
+from brainmap.indexer import index_library
 from brainmap.ops.core import Brain, _Input, op
 
 Source = Literal["compose", "ssh", "yaml", "runtime", "narrative"]
@@ -78,11 +78,15 @@ def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None)
             raise UserError("--from needs a library to collect into", hint="name the library")
         names = [GLOBAL_LIBRARY]
     report = CollectReport([])
-    with reindex_lock(brain.home):
-        for lib in brain.cfg.select(names):
-            report.libraries.append(_collect_library(brain, lib, sources, inp.from_file,
-                                                     from_text, progress))  # fmt: skip
-        libmap.refresh(brain.cfg, brain.store, brain.cfg.select(names))
+    names = [lib.name for lib in brain.cfg.select(names)]
+    with derive.changing(brain.cfg, brain.store, names):  # pairs what was collected
+        for name in names:
+            report.libraries.append(_collect_library(brain, brain.cfg.library(name), sources,
+                                                     inp.from_file, from_text, progress))  # fmt: skip
+    for out in report.libraries:  # counted once the step has paired them
+        library_id = brain.store.library_ids([out.library])[out.library]
+        out.observations = brain.store.observation_counts(library_id)
+        out.assertions = brain.store.fact_counts(library_id)
     return report
 
 
@@ -159,9 +163,6 @@ def _collect_library(
         store.put_unit_observations(library_id, "runtime:sockets",
                                     records(said, f"sockets on {host}", now, None))  # fmt: skip
         out.ran.append("sockets")
-    pair_library(store, library_id)
-    out.observations = store.observation_counts(library_id)
-    out.assertions = store.fact_counts(library_id)
     return out
 
 

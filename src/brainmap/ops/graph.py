@@ -10,12 +10,11 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import audit as audit_mod
-from brainmap import libmap
+from brainmap import derive
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.gitlog import GitImportReport, import_history
 from brainmap.graph import MAX_DEPTH, Breadcrumb, GraphReader, Neighborhood
-from brainmap.indexer import reindex_lock
 from brainmap.notes import SaveResult
 from brainmap.ops.core import Brain, _Input, op
 
@@ -113,8 +112,9 @@ def git_import(
     from brainmap.gitlog import open_repository
 
     result = GitImportResult([])
-    with reindex_lock(brain.home):
-        for lib in brain.cfg.select(inp.libraries):
+    names = [lib.name for lib in brain.cfg.select(inp.libraries)]
+    with derive.changing(brain.cfg, brain.store, names):
+        for lib in brain.cfg.select(names):
             if inp.libraries:  # named libraries must be importable
                 result.libraries.append(import_history(brain.store, lib, progress))
                 continue
@@ -125,7 +125,6 @@ def git_import(
                 result.libraries.append(import_history(brain.store, lib, progress))
             except UserError as exc:  # one unreadable repository does not stop the others
                 result.failed.append(f"{lib.name}: {exc.message}")
-        libmap.refresh(brain.cfg, brain.store, brain.cfg.select(inp.libraries))
     return result
 
 
@@ -161,4 +160,6 @@ def verify(brain: Brain, inp: VerifyInput) -> SaveResult:
     found = brain.store.find_entry(inp.ref)
     if found is None:
         raise UserError(f"no entry {inp.ref!r}", status=404)
-    return brain.notes.verify(found[0], dt.date.today())
+    result = brain.notes.verify(found[0], dt.date.today())
+    derive.after_change_quietly(brain.cfg, brain.store, [result.library])
+    return result

@@ -10,9 +10,9 @@ from pydantic import (
 )
 
 from brainmap import config as config_mod
-from brainmap import evaluate, libmap
+from brainmap import derive, evaluate, libmap
 from brainmap.gitlog import prune_unreachable
-from brainmap.indexer import diff_library, reindex_lock
+from brainmap.indexer import diff_library
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import LibraryInfo, NoInput, library_list
 from brainmap.search import Mode
@@ -237,10 +237,11 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
     current: right after brain.db was deleted they are exactly what the rebuild needs.
     """
     store, cfg = brain.store, brain.cfg
-    with reindex_lock(brain.home):
+    known = {lib.name for lib in cfg.libraries}
+    stray = [row.name for row in store.libraries() if row.name not in known]
+    # pruned history and removed libraries change maps: the step follows, without the model
+    with derive.changing(cfg, store, None, embed=False, removed=stray):
         before = _size(cfg.db_path) + _size(cfg.cache_path)
-        known = {lib.name for lib in cfg.libraries}
-        stray = [row.name for row in store.libraries() if row.name not in known]
         for name in stray:
             store.delete_library(name)
         orphans = store.remove_orphans()

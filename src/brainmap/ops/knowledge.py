@@ -1,4 +1,4 @@
-"""Ops that read and write knowledge: search, get, save, ingest."""
+"""Ops that read knowledge: search and get (save and ingest are in ``ops.notes``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from brainmap.config import (
 )
 from brainmap.errors import UserError
 from brainmap.graph import GraphReader
-from brainmap.notes import INGEST_HINT, SaveResult, ingest_title
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.search import Mode, SearchResult, parse_since
 
@@ -37,6 +36,12 @@ class SearchInput(_Input):
     )
     limit: int = Field(10, ge=1, le=100)
     mode: Mode = "hybrid"
+    project: str | None = Field(
+        None,
+        description="Only entries of this project: those saying `project: NAME`, and those of "
+        "its library ('.' is the project of the current directory).",
+        max_length=200,
+    )
     route: bool = Field(
         True,
         description="With many libraries, search only those whose map block is nearest the "
@@ -67,8 +72,11 @@ def search(brain: Brain, inp: SearchInput) -> SearchResult:
     Returns the best chunks, each with title, library, path and line range, the full chunk
     text and the parts of its score. Filter with library, type, tag or since; hop=3 adds
     the file, commits and authors behind each hit."""
+    from brainmap.project import resolve
+
     result = brain.searcher.search(
         inp.query,
+        project=resolve(brain.cfg, inp.project) if inp.project else None,
         libraries=inp.library,
         types=inp.type,
         tags=inp.tag,
@@ -158,71 +166,3 @@ def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
     """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
     found = brain.cfg.locate(Path(ref))
     return brain.store.find_entry(f"{found[0].name}:{found[1]}") if found else None
-
-
-# --- writing knowledge ----------------------------------------------------------------------
-
-_TAG = Annotated[str, Field(min_length=1, max_length=64)]
-MAX_BODY = 1_000_000
-
-
-class SaveInput(_Input):
-    title: str = Field(min_length=1, max_length=200, description="Short, specific title.")
-    body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
-    type: str = Field(
-        "note",
-        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$",
-        description="gotcha, pattern, bug, decision, guide, diary, note, ...",
-    )
-    tags: list[_TAG] | None = Field(None, max_length=20, description="Suggested when omitted.")
-    library: str | None = Field(None, description="Target library; default from config.")
-    project: str | None = Field(None, max_length=100)
-    folder: str | None = Field(None, max_length=200, description="Sub-folder in the library.")
-    force: bool = Field(False, description="Write even when a near-duplicate exists.")
-    merge_into: str | None = Field(
-        None,
-        description="Append title and body as a dated section of this entry id (the other "
-        "fields are then ignored).",
-    )
-
-
-@op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
-def save(brain: Brain, inp: SaveInput) -> SaveResult:
-    """Save a knowledge entry you want future sessions to find (a gotcha, decision, pattern,
-    how-to): a markdown file with frontmatter in a library, indexed at once. When a very
-    similar entry already exists nothing is written and the candidates come back: then
-    pass merge_into=<candidate id> to append to it, or force=true to save anyway. Tags are
-    suggested from similar entries when you give none."""
-    return brain.notes.save(
-        title=inp.title, body=inp.body, type=inp.type, tags=inp.tags, library=inp.library,
-        project=inp.project, folder=inp.folder, force=inp.force, merge_into=inp.merge_into,
-    )  # fmt: skip
-
-
-class IngestInput(_Input):
-    text: str | None = Field(None, max_length=MAX_BODY, description="The raw text to keep.")
-    uri: str | None = Field(None, max_length=2000, description="Where the text came from.")
-    observed_at: dt.datetime | None = Field(None, description="When it was seen (ISO 8601).")
-    title: str | None = Field(None, max_length=200, description="Default: its first line.")
-    tags: list[_TAG] | None = Field(None, max_length=20)
-    library: str | None = Field(None, description="Target library; default from config.")
-    force: bool = Field(False, description="Write even when a near-duplicate exists.")
-
-
-@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",))
-def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
-    """Keep a raw piece of text (a web page excerpt, command output, a message) with its
-    source uri and observation time as a note in the inbox/ folder of a library, indexed at
-    once. Call it without text to get a short usage hint."""
-    if not inp.text or not inp.text.strip():
-        library = inp.library or brain.cfg.save.library
-        return SaveResult("hint", library, "", message=INGEST_HINT)
-    observed = inp.observed_at or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    extra: dict[str, Any] = {"observed_at": observed}
-    if inp.uri:
-        extra["source"] = inp.uri
-    return brain.notes.save(
-        title=inp.title or ingest_title(inp.text, inp.uri), body=inp.text, type="note",
-        tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
-        same_title_is_duplicate=False,  # the title is only the text's first line
-    )  # fmt: skip

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from brainmap import libmap
+from brainmap import derive, libmap
 from brainmap.errors import UserError
-from brainmap.indexer import reindex_lock
 from brainmap.libmap import MapBlock, RecomputeReport
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import NoInput
@@ -106,5 +105,5 @@ def map_recompute(brain: Brain, inp: MapRecomputeInput) -> RecomputeReport:
     if not brain.cfg.libraries:
         raise UserError("no libraries yet", hint="brainmap library add NAME PATH")
     names = [inp.library] if inp.library else None
-    with reindex_lock(brain.home):
+    with derive.write_lock(brain.home):  # the map itself: no other step follows
         return libmap.recompute(brain.cfg, brain.store, names, exact=True)

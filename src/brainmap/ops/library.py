@@ -10,14 +10,14 @@ from pydantic import (
     Field,
 )
 
-from brainmap import libmap
+from brainmap import derive
 from brainmap.config import (
     LibraryConfig,
     check_library_name,
 )
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.indexer import ReindexReport, reindex_lock
+from brainmap.indexer import ReindexReport
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, _Input, op
 
@@ -93,6 +93,8 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
     brain.cfg.libraries.append(lib)
     brain.save_config()
     brain.store.ensure_library(lib.name, str(path), lib.scope)
+    # nothing is indexed yet, so nothing derives from it: the step only keeps the rule
+    derive.after_change(brain.cfg, brain.store, [])
     return _library_infos(brain, [lib])[0]
 
 
@@ -118,17 +120,11 @@ class LibraryRemoved:
 def library_remove(brain: Brain, inp: LibraryNameInput) -> LibraryRemoved:
     """Forget a library: its index rows go, its files stay untouched."""
     lib = brain.cfg.library(inp.name)
-    with reindex_lock(brain.home):  # never under the feet of a running reindex
+    # never under the feet of a running reindex; its partners lose their bridges to it
+    with derive.changing(brain.cfg, brain.store, [], removed=[lib.name]):
         brain.cfg.libraries.remove(lib)
         brain.save_config()
-        removed = LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
-        # the libraries whose bridges name it lose them (their sentences do not change)
-        partners = [
-            b.library for b in libmap.blocks(brain.store) if lib.name in b.bridged_libraries
-        ]
-        if partners:
-            libmap.recompute(brain.cfg, brain.store, partners, embed=False)
-        return removed
+        return LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
 
 
 # --- indexing -------------------------------------------------------------------------------
@@ -147,6 +143,10 @@ def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None)
     what they write by themselves."""
     if not brain.cfg.libraries:
         raise UserError("no libraries yet", hint="brainmap library add NAME PATH")
-    return run_reindex(
-        brain.cfg, brain.store, inp.libraries, full=inp.full, embed=inp.embed, progress=progress
-    )
+    names = [lib.name for lib in brain.cfg.select(inp.libraries)]
+    with derive.changing(brain.cfg, brain.store, names, embed=inp.embed, rollups=True) as done:
+        report = run_reindex(
+            brain.cfg, brain.store, names, full=inp.full, embed=inp.embed, progress=progress
+        )
+    report.facts_paired, report.map, report.rollups = done.facts_paired, done.map, done.rollups
+    return report

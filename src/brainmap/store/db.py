@@ -287,16 +287,18 @@ CREATE TABLE IF NOT EXISTS vec(
 """
 
 
-def connect(path: Path | str) -> apsw.Connection:
-    """Open a connection with every PRAGMA of the project's contract set.
+def connect(path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> apsw.Connection:
+    """Open a connection with every PRAGMA of the project's contract set (an agent's hook,
+    which must return at once, may wait less than ``BUSY_TIMEOUT_MS`` for the write lock).
 
     A file that is not a SQLite database raises :class:`UserError` with the fix.
     """
     conn = apsw.Connection(str(path))
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pragmas = PRAGMAS | {"busy_timeout": busy_timeout_ms} | _TUNING
     while True:
         try:
-            for name, setting in (PRAGMAS | _TUNING).items():
+            for name, setting in pragmas.items():
                 conn.execute(f"PRAGMA {name}={setting}").fetchall()
             return conn
         except apsw.BusyError:

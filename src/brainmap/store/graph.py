@@ -373,13 +373,17 @@ class GraphStore(FactStore):
         )
         return [edge_row(r) for r in rows]
 
-    def reverify_due(self, before: str, library_ids: Sequence[int]) -> list[tuple[str, ...]]:
-        """(entry id, library, path, last_verified) of entries verified before ``before``."""
+    def reverify_due(
+        self, before: str, library_ids: Sequence[int], project: str | None = None
+    ) -> list[tuple[str, ...]]:
+        """(entry id, library, path, last_verified) of entries verified before ``before``, in
+        the libraries given (or, with ``project``, also saying `project: <name>`)."""
+        either = " OR e.project = ?" if project is not None else ""
         rows = self._rows(
             "SELECT e.id, l.name, e.path, e.last_verified FROM entry e "
             "JOIN library l ON l.id = e.library_id WHERE e.last_verified < ? "
-            f"AND e.library_id IN ({marks(len(library_ids))}) ORDER BY e.last_verified",
-            (before, *library_ids),
+            f"AND (e.library_id IN ({marks(len(library_ids))}){either}) ORDER BY e.last_verified",
+            (before, *library_ids, *([project] if project is not None else [])),
         )
         return [tuple(str(v) for v in r) for r in rows]
 

@@ -11,7 +11,16 @@ from typing import Any
 
 import apsw
 
-from brainmap.store.db import PRAGMAS, batched, connect, immediate, marks, migrate, user_version
+from brainmap.store.db import (
+    BUSY_TIMEOUT_MS,
+    PRAGMAS,
+    batched,
+    connect,
+    immediate,
+    marks,
+    migrate,
+    user_version,
+)
 from brainmap.store.graph import GraphStore
 from brainmap.store.libmap import MapStore
 from brainmap.store.records import (
@@ -32,9 +41,9 @@ from brainmap.store.records import (
 class Store(GraphStore, MapStore):
     """The index in ``brain.db``. One connection; writes go through :meth:`write`."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = Path(path)
-        self.conn = connect(self.path)
+        self.conn = connect(self.path, busy_timeout_ms)
         self._lock = threading.RLock()
         self._depth = 0
         self._pending = []
@@ -469,6 +478,17 @@ class Store(GraphStore, MapStore):
             )
             args = [match, *params, *weights, limit]
         return [r[0] for r in self._rows(sql, args)]
+
+    def first_chunks(self, filters: Filters, limit: int) -> list[HitRow]:
+        """The first chunk of each entry that passes the filters, newest entries first (by
+        their last verification, else their date)."""
+        where, params = filters.sql()
+        rows = self._rows(
+            f"{HIT_SELECT} WHERE c.ord = 0 AND {where} "
+            "ORDER BY coalesce(e.last_verified, e.updated) DESC, e.path LIMIT ?",
+            [*params, limit],
+        )
+        return [hit_row(r) for r in rows]
 
     def filtered_chunk_ids(self, filters: Filters) -> list[int]:
         where, params = filters.sql()

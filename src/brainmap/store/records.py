@@ -165,11 +165,15 @@ class Filters:
     types: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     since: str | None = None
+    # a project: entries that say `project: <name>`, or that live in one of its libraries
+    project: str | None = None
+    project_library_ids: list[int] = field(default_factory=list)
+    not_types: list[str] = field(default_factory=list)
 
     @property
     def only_libraries(self) -> bool:
         """True when no filter other than the library is set (vectors filter that in memory)."""
-        return not (self.types or self.tags or self.since)
+        return not (self.types or self.tags or self.since or self.project or self.not_types)
 
     def sql(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -188,6 +192,13 @@ class Filters:
         if self.since:
             clauses.append("e.updated >= ?")
             params.append(self.since)
+        if self.project is not None:
+            ids = self.project_library_ids
+            clauses.append(f"(e.project = ? OR e.library_id IN ({marks(len(ids))}))")
+            params += [self.project, *ids]
+        if self.not_types:
+            clauses.append(f"e.type NOT IN ({marks(len(self.not_types))})")
+            params += self.not_types
         return " AND ".join(clauses) or "1", params
 
 

@@ -1,0 +1,108 @@
+"""The Claude Code hook protocol: the hook's JSON on stdin, one op, the reply JSON on stdout.
+
+``brainmap hook EVENT`` runs here. A hook never breaks the agent: malformed input, a missing
+or busy home, any error inside give exit 0, no output, and one line in the home's log
+(``logs/hooks.log``; on stderr when there is no home). Nothing is ever blocked: the reply
+only adds context (``hookSpecificOutput.additionalContext``), and Stop and SessionEnd say
+nothing (context from a Stop hook would make Claude go on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from brainmap.config import resolve_home
+
+MAX_INPUT = 16 * 1024 * 1024  # a Write of a large file arrives whole
+MAX_CONTEXT = 9000  # Claude Code cuts additionalContext at 10,000 characters
+HOOK_BUSY_MS = 800  # a write waits this long for another writer, then leaves it for later
+EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
+_CONTEXT_EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit")
+
+
+def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -> int:
+    """Answer one hook call; always 0 (see the module docstring)."""
+    where = resolve_home(home)
+    try:
+        name = next(e for e in EVENTS if e.lower() == event.lower())
+    except StopIteration:
+        _log(where, event, f"unknown hook event {event!r}")
+        return 0
+    brain = None
+    try:
+        data = json.loads(stdin.read(MAX_INPUT) or b"null")
+        if not isinstance(data, dict) or data.get("hook_event_name") not in (None, name):
+            _log(where, name, "ignored: the input is not this event's hook JSON")
+            return 0
+        if not data.get("hook_event_name"):
+            _log(where, name, "ignored: no hook_event_name in the input")
+            return 0
+        if not (where / "config.toml").is_file():
+            _log(where, name, f"no brainmap home at {where}: run `brainmap init`")
+            return 0
+        from brainmap.ops.brain import Brain
+        from brainmap.ops.hook import hook
+
+        brain = Brain(where, busy_timeout_ms=HOOK_BUSY_MS)
+        reply = hook(brain, parse_event(name, data))
+        text = reply.context.strip()[:MAX_CONTEXT]
+        if text and name in _CONTEXT_EVENTS:
+            out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+            stdout.write(json.dumps(out, ensure_ascii=False))
+            stdout.flush()
+    except BaseException as exc:  # never a traceback, never a block, whatever happened
+        _log(where, name, f"{type(exc).__name__}: {exc}")
+    finally:
+        if brain is not None:
+            try:
+                brain.close()
+            except Exception as exc:
+                _log(where, name, f"close: {type(exc).__name__}: {exc}")
+    return 0
+
+
+def parse_event(name: str, data: dict[str, Any]) -> Any:
+    """The op's :class:`~brainmap.ops.hook.HookEvent` from Claude Code's hook input."""
+    from brainmap.ops.hook import HookEvent
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) else None
+
+    cwd = text("cwd") or os.getcwd()
+    transcript = text("transcript_path")
+    tool_input = data.get("tool_input")
+    return HookEvent(
+        event=name,
+        session_id=text("session_id") or "",
+        cwd=Path(cwd).expanduser(),
+        transcript=Path(transcript).expanduser() if transcript else None,
+        source=text("source"),
+        tool=text("tool_name"),
+        tool_input=tool_input if isinstance(tool_input, dict) else {},
+        prompt=text("prompt"),
+        stop_hook_active=data.get("stop_hook_active") is True,
+        last_message=text("last_assistant_message"),
+    )
+
+
+def _log(home: Path, event: str, message: str) -> None:
+    """One line in ``logs/hooks.log`` of the home (stderr when there is no home)."""
+    line = f"{dt.datetime.now().isoformat(timespec='seconds')} {event} {message}"
+    line = " ".join(line.split())[:2000] + "\n"
+    try:
+        if not home.is_dir():
+            raise FileNotFoundError(home)
+        folder = home / "logs"
+        folder.mkdir(exist_ok=True)
+        with open(folder / "hooks.log", "a", encoding="utf-8", errors="replace") as handle:
+            handle.write(line)
+    except OSError:
+        with contextlib.suppress(Exception):  # no stderr either: nothing more to do
+            sys.stderr.write(line)

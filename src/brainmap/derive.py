@@ -1,0 +1,139 @@
+"""The one after-change step: what follows any change of the brain, in one place.
+
+Every writer (reindex, watch, save, ingest, verify, collect, git-import, library add/remove,
+gc, the diary) changes index rows first and then calls :func:`after_change` once with the
+libraries it touched. Each derived part is judged by its own state, so that a part that was
+interrupted, or failed, is caught up by the next call, whoever makes it:
+
+- facts: a library's assertions are re-paired when its observations changed;
+- the library map: blocks whose library changed are recomputed, with their partners';
+- the MCP instructions follow the map's generation by themselves (``mcp_server``);
+- diary rollups (on request): completed weeks and months whose days changed are rewritten.
+
+Whole-library writers (reindex, collect, git-import, library removal, gc, a map recompute)
+also hold the home's write lock while they run: :func:`changing` takes it and runs the step.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brainmap import libmap
+from brainmap.config import Config
+from brainmap.facts import pair_library
+from brainmap.store import Store
+
+log = logging.getLogger("brainmap.derive")
+
+
+@dataclass
+class Derived:
+    """What the after-change step brought up to date."""
+
+    facts_paired: list[str] = field(default_factory=list)  # libraries re-paired
+    map: list[str] = field(default_factory=list)  # libraries given a new map block
+    rollups: list[str] = field(default_factory=list)  # rollup files written (library:path)
+
+
+def after_change(
+    cfg: Config,
+    store: Store,
+    libraries: Sequence[str] | None,
+    *,
+    embed: bool = True,
+    removed: Sequence[str] = (),
+    rollups: bool = False,
+) -> Derived:
+    """Bring what derives from ``libraries`` (all when None) up to date after a change.
+
+    ``removed`` names libraries that are gone (their partners lose the bridges to them);
+    ``embed=False`` never loads the embedding model (map sentences keep their vectors when
+    unchanged, the others wait for the next call that embeds); ``rollups`` also writes the
+    diary rollups of completed periods.
+    """
+    derived = Derived()
+    if libraries is None:
+        names = [lib.name for lib in cfg.libraries]
+    else:
+        names = [cfg.library(name).name for name in dict.fromkeys(libraries)]
+    if rollups:
+        derived.rollups = roll_up_completed(cfg, store, embed=embed)
+        names += [r.partition(":")[0] for r in derived.rollups if r.partition(":")[0] not in names]
+    ids = store.library_ids(names)
+    derived.facts_paired = [
+        name for name in names if name in ids and pair_library(store, ids[name])
+    ]
+    libs = [cfg.library(name) for name in names]
+    derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
+    if removed:
+        # the libraries whose bridges name a removed one lose them (their sentences stay)
+        gone = set(removed)
+        partners = [b.library for b in libmap.blocks(store) if gone & set(b.bridged_libraries)]
+        partners = [name for name in partners if name not in gone]
+        if partners:
+            report = libmap.recompute(cfg, store, partners, embed=False)
+            derived.map += [name for name in report.recomputed if name not in derived.map]
+    return derived
+
+
+def roll_up_completed(cfg: Config, store: Store, *, embed: bool) -> list[str]:
+    """Write the diary rollups of completed periods whose days changed, and index them;
+    returns them as ``library:path``."""
+    from brainmap import diary  # only reindex and SessionStart roll up
+    from brainmap.indexer import index_files
+
+    written = diary.roll_up(cfg, completed_only=True)
+    if written:
+        lib = cfg.library(written[0].library)
+        index_files(cfg, store, lib, [w.path for w in written], embed=embed)
+    return [f"{w.library}:{w.path}" for w in written]
+
+
+def after_change_quietly(
+    cfg: Config, store: Store, libraries: Sequence[str], *, embed: bool = True
+) -> Derived:
+    """:func:`after_change` for writers whose change is already safe on disk (save, ingest,
+    verify, the diary): a failure here is logged, and the next call catches up."""
+    try:
+        return after_change(cfg, store, libraries, embed=embed)
+    except Exception:  # derived data: the note is written and indexed
+        log.warning("derived data not refreshed for %s", ", ".join(libraries), exc_info=True)
+        return Derived()
+
+
+@contextmanager
+def write_lock(home: Path) -> Iterator[None]:
+    """One whole-library writer per home at a time (other processes wait); searches and
+    single-file writers (save, the diary) never wait for it."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".reindex.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def changing(
+    cfg: Config,
+    store: Store,
+    libraries: Sequence[str] | None,
+    *,
+    embed: bool = True,
+    removed: Sequence[str] = (),
+    rollups: bool = False,
+) -> Iterator[Derived]:
+    """Hold the write lock while a whole-library writer runs, then run the after-change step
+    (still under the lock). The :class:`Derived` yielded is filled in when the block ends
+    without an error; after an error the next writer's step catches up."""
+    with write_lock(cfg.home):
+        derived = Derived()
+        yield derived
+        done = after_change(cfg, store, libraries, embed=embed, removed=removed, rollups=rollups)
+        vars(derived).update(vars(done))

@@ -1,0 +1,720 @@
+"""The diary: what each agent session did, one markdown file per project and day, and the
+weekly and monthly rollups derived from the days.
+
+``<library>/<folder>/<project>/YYYY/MM/DD.md`` (the global brain's ``diary/`` by default) is
+append-only: a session's turns are read from its Claude Code transcript (JSONL) without an
+LLM, from where the last append stopped, and appended as a section; earlier bytes never
+change, so two machines' appends merge cleanly under git's ``merge=union``. Everything is
+scrubbed of secrets before it is written, and bounded in size.
+
+Rollups (``YYYY-Www.md``, ``YYYY-MM.md`` beside the year folders) are extractive: sessions,
+most-touched files, notes saved, errors that recurred, links to the days. A rollup depends on
+its days only and is written only when its bytes change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import stat
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brainmap.collectors import redact
+from brainmap.config import Config, LibraryConfig
+from brainmap.errors import UserError
+from brainmap.safefile import atomic_write, library_lock, read_regular, slugify
+
+MAX_TRANSCRIPT_READ = 64 * 1024 * 1024  # one append reads at most this much of a transcript
+MAX_DAY_BYTES = 8 * 1024 * 1024
+LINE_CHARS = 200  # each item of a section
+MOST = {"asked": 10, "created": 20, "edited": 20, "ran": 12, "saved": 10, "error": 5}
+AGENT_LINES, AGENT_CHARS = 3, 400
+STATE_DAYS = 30  # session cursors older than this are dropped
+GITATTRIBUTES = "*.md merge=union\n"
+# Tools with subcommands: "git commit" says more than "git".
+_SUBCOMMANDS = {
+    "git", "gh", "docker", "podman", "kubectl", "helm", "npm", "pnpm", "yarn", "bun", "cargo",
+    "go", "pip", "pip3", "uv", "poetry", "brew", "apt", "apt-get", "systemctl", "make", "just",
+    "terraform", "dotnet", "mvn", "gradle", "brainmap", "claude", "conda", "nix", "rustup",
+}  # fmt: skip
+_WRAPPERS = {"sudo", "env", "time", "nohup", "nice", "exec", "command", "xargs"}
+_PLAIN_WORD = re.compile(r"^[a-z][a-z0-9:_-]{0,30}$")
+_SYNTHETIC = re.compile(r"^\s*<(local-command|command-|task-notification|system-reminder|bash-)")
+_COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<\s]{1,80})\s*</command-name>")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HEADING = re.compile(
+    r"^## (?P<start>\d\d:\d\d)[–-](?P<end>\d\d:\d\d) session (?P<id>\S+)(?P<cont> \(continued\))?$"
+)
+_ITEM = re.compile(r"^- (?P<field>Asked|Created|Edited|Ran|Saved|Error|Agent): (?P<text>.*)$")
+_QUOTED = re.compile(r"`(?P<item>[^`]+)`(?: ×(?P<count>\d+))?")
+_FIELDS = {"Asked": "asked", "Created": "created", "Edited": "edited", "Ran": "ran",
+           "Saved": "saved", "Error": "error", "Agent": "agent"}  # fmt: skip
+
+
+# --- a session's activity, read from its transcript ---------------------------------------
+
+
+@dataclass
+class Activity:
+    """What one span of a session did (one append)."""
+
+    started: dt.datetime | None = None
+    ended: dt.datetime | None = None
+    asked: list[str] = field(default_factory=list)
+    created: Counter[str] = field(default_factory=Counter)
+    edited: Counter[str] = field(default_factory=Counter)
+    ran: Counter[str] = field(default_factory=Counter)
+    saved: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    agent: str = ""
+
+    @property
+    def substantive(self) -> bool:
+        """Worth a section: something was asked, changed, run, saved or went wrong."""
+        return bool(self.asked or self.created or self.edited or self.ran or self.saved
+                    or self.errors)  # fmt: skip
+
+
+def read_transcript(path: Path, offset: int, root: Path | None) -> tuple[Activity, int]:
+    """The activity in a transcript from byte ``offset`` on, and the offset after the last
+    complete line (a line still being written is read next time). Paths inside ``root``
+    are shown relative to it. Unknown or malformed lines are skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return Activity(), offset
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO there must not hang the agent's hook
+            return Activity(), offset
+        if info.st_size < offset:  # replaced or truncated: read it again from the start
+            offset = 0
+        os.lseek(fd, offset, os.SEEK_SET)
+        data = _read_exactly(fd, min(info.st_size - offset, MAX_TRANSCRIPT_READ))
+    except OSError:
+        return Activity(), offset
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1
+    reader = _Reader(root)
+    for raw in data[:end].splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            reader.line(item)
+    return reader.activity, offset + end
+
+
+def _read_exactly(fd: int, count: int) -> bytes:
+    chunks = []
+    while count > 0:
+        chunk = os.read(fd, min(count, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+class _Reader:
+    """Folds transcript lines into an :class:`Activity`."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.activity = Activity()
+        self.root = root
+        self.tools: dict[str, tuple[str, str]] = {}  # tool_use id -> (label, file it writes)
+        self.home = str(Path.home())
+
+    def line(self, item: dict[str, Any]) -> None:
+        if item.get("isSidechain") or item.get("type") not in ("user", "assistant"):
+            return
+        when = _timestamp(item.get("timestamp"))
+        if when is not None:
+            act = self.activity
+            act.started = act.started or when
+            act.ended = when
+        message = item.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if item["type"] == "assistant":
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict):
+                    self._assistant(block)
+            return
+        if item.get("isMeta"):
+            return
+        if isinstance(content, str):
+            self._request(content)
+            return
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                self._request(str(block.get("text", "")))
+            elif block.get("type") == "tool_result":
+                self._result(block, item.get("toolUseResult"))
+
+    def _request(self, text: str) -> None:
+        command = _COMMAND_NAME.search(text)
+        if command:  # a slash command: its name is the request
+            text = command.group(1)
+        elif _SYNTHETIC.match(text) or text.startswith("Caveat:"):
+            return
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if first and len(self.activity.asked) < MOST["asked"]:
+            self.activity.asked.append(first)
+
+    def _assistant(self, block: dict[str, Any]) -> None:
+        kind = block.get("type")
+        if kind == "text" and str(block.get("text", "")).strip():
+            self.activity.agent = str(block["text"])
+            return
+        if kind != "tool_use":
+            return
+        name, args = str(block.get("name", "")), block.get("input")
+        args = args if isinstance(args, dict) else {}
+        label, written = name, ""
+        if name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+            written = self.shown(str(args.get("file_path") or args.get("notebook_path") or ""))
+            if written and name != "Write":
+                self.activity.edited[written] += 1
+            label = f"{name} {written}"
+        elif name == "Bash":
+            command = str(args.get("command", ""))
+            words = command_words(command)
+            for word in words:
+                self.activity.ran[word] += 1
+            label = words[0] if words else "Bash"
+            self._saved_by_cli(command)
+        elif re.fullmatch(r"mcp__.*brainmap.*__(save|ingest)", name):
+            title = str(args.get("title") or args.get("text") or "").strip()
+            if title:
+                self._saved(title.splitlines()[0], str(args.get("type") or "note"))
+        self.tools[str(block.get("id", ""))] = (label, written if name == "Write" else "")
+
+    def _result(self, block: dict[str, Any], result: Any) -> None:
+        label, written = self.tools.get(str(block.get("tool_use_id", "")), ("tool", ""))
+        if block.get("is_error"):
+            text = _result_text(block.get("content"))
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "error")
+            if len(self.activity.errors) < MOST["error"]:
+                self.activity.errors.append(f"{label}: {first}")
+            return
+        if written:  # a Write that succeeded: created, unless it replaced a file
+            updated = isinstance(result, dict) and result.get("type") == "update"
+            (self.activity.edited if updated else self.activity.created)[written] += 1
+
+    def _saved_by_cli(self, command: str) -> None:
+        for part in _commands(command):
+            try:
+                words = shlex.split(part)
+            except ValueError:
+                continue
+            if len(words) >= 3 and Path(words[0]).name == "brainmap" and words[1] == "save":
+                kind = "note"
+                for i, word in enumerate(words[:-1]):
+                    if word in ("-t", "--type"):
+                        kind = words[i + 1]
+                self._saved(words[2], kind)
+
+    def _saved(self, title: str, kind: str) -> None:
+        item = f"{title} ({kind})" if kind and kind != "note" else title
+        if item not in self.activity.saved and len(self.activity.saved) < MOST["saved"]:
+            self.activity.saved.append(item)
+
+    def shown(self, path: str) -> str:
+        """A path as the diary shows it: relative to the project, else with ``~``."""
+        if not path:
+            return ""
+        if self.root is not None:
+            try:
+                return Path(path).relative_to(self.root).as_posix()
+            except ValueError:
+                pass
+        return "~" + path[len(self.home) :] if path.startswith(self.home + os.sep) else path
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("text")
+        )
+    return ""
+
+
+def _commands(command: str) -> list[str]:
+    return [p.strip() for p in re.split(r"&&|\|\||[;|\n]", command) if p.strip()]
+
+
+def command_words(command: str) -> list[str]:
+    """The first words of each command in a shell line: ``cd x && git commit -m y | tee``
+    gives ``cd``, ``git commit``, ``tee``. Never an argument (they may hold secrets)."""
+    out = []
+    for part in _commands(command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
+        while words and words[0] in _WRAPPERS:
+            words = words[1:]
+        if not words:
+            continue
+        first = Path(words[0]).name[:40]
+        if not _PLAIN_WORD.match(first) and not re.match(r"^[\w.+-]{1,40}$", first):
+            continue
+        if first in _SUBCOMMANDS and len(words) > 1 and _PLAIN_WORD.match(words[1]):
+            first = f"{first} {words[1]}"
+        elif first.startswith("python") and len(words) > 2 and words[1] == "-m":
+            first = f"{first} -m {Path(words[2]).name[:40]}"
+        out.append(first)
+    return out
+
+
+# --- writing a day --------------------------------------------------------------------------
+
+
+@dataclass
+class Appended:
+    """Where a session's span went (None when there was nothing to write)."""
+
+    library: str
+    path: str | None
+    sections: int  # sections this session has written so far
+
+
+def diary_library(cfg: Config) -> LibraryConfig:
+    """The library the diary is written into (``[diary] library``)."""
+    lib = cfg.library(cfg.diary.library)
+    if not lib.path.is_dir():
+        raise UserError(f"diary library {lib.name!r}: {lib.path} is not a folder")
+    return lib
+
+
+def project_folder(cfg: Config, project: str) -> str:
+    """``<folder>/<project slug>``, relative to the diary library."""
+    return "/".join(p for p in (_safe_rel(cfg.diary.folder), slugify(project)) if p)
+
+
+def _safe_rel(folder: str) -> str:
+    return "/".join(slugify(part) for part in re.split(r"[\\/]+", folder) if part.strip(". "))
+
+
+def day_path(cfg: Config, project: str, day: dt.date) -> str:
+    return f"{project_folder(cfg, project)}/{day:%Y/%m/%d}.md"
+
+
+def day_header(project: str, day: dt.date) -> str:
+    """The first lines of a day file: the same on every machine, so that two machines that
+    both start the day merge to one header."""
+    title = json.dumps(f"{project} diary {day.isoformat()}", ensure_ascii=False)
+    return (
+        f"---\ntitle: {title}\ntype: diary\nproject: {json.dumps(project, ensure_ascii=False)}\n"
+        f"created: {day.isoformat()}\n---\n# {_line(project)}, {day.isoformat()}\n"
+    )
+
+
+def _line(text: str, limit: int = LINE_CHARS) -> str:
+    """One bounded line of plain text, secrets removed."""
+    text = redact(_CONTROL.sub(" ", text)).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _items(counts: Counter[str], most: int) -> str:
+    shown = [
+        "`" + _line(name).replace("`", "'") + "`" + (f" ×{n}" if n > 1 else "")
+        for name, n in counts.most_common(most)
+    ]
+    if len(counts) > most:
+        shown.append(f"and {len(counts) - most} more")
+    return ", ".join(shown)
+
+
+def render_section(session: str, act: Activity, *, continued: bool, zone: dt.tzinfo | None) -> str:
+    """The markdown section of one span of a session."""
+    start = (act.started or act.ended or dt.datetime.now(dt.UTC)).astimezone(zone)
+    end = (act.ended or start).astimezone(zone)
+    short = re.sub(r"[^A-Za-z0-9_-]", "", session)[:8] or "unknown"
+    lines = [
+        f"## {start:%H:%M}–{end:%H:%M} session {short}" + (" (continued)" if continued else "")
+    ]
+    lines.append("")
+    lines += [f"- Asked: {_line(text)}" for text in act.asked]
+    if act.created:
+        lines.append(f"- Created: {_items(act.created, MOST['created'])}")
+    if act.edited:
+        lines.append(f"- Edited: {_items(act.edited, MOST['edited'])}")
+    if act.ran:
+        lines.append(f"- Ran: {_items(act.ran, MOST['ran'])}")
+    lines += [f"- Saved: {_line(title)}" for title in act.saved]
+    lines += [f"- Error: {_line(error)}" for error in act.errors]
+    agent = [line.strip() for line in act.agent.splitlines() if line.strip()][:AGENT_LINES]
+    if agent:
+        lines.append(f"- Agent: {_line(' / '.join(agent), AGENT_CHARS)}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Cursor:
+    offset: int = 0
+    sections: int = 0
+
+
+def _cursor_path(home: Path, session: str) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", session)[:120] or "unknown"
+    return home / "state" / "sessions" / f"{name}.json"
+
+
+def _read_cursor(home: Path, session: str) -> _Cursor | None:
+    try:
+        data = json.loads(read_regular(_cursor_path(home, session), 4096))
+        return _Cursor(int(data["offset"]), int(data.get("sections", 0)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cursor(home: Path, session: str, cursor: _Cursor) -> None:
+    path = _cursor_path(home, session)
+    data = json.dumps({"offset": cursor.offset, "sections": cursor.sections}).encode()
+    atomic_write(home, path, data)
+
+
+def start_session(cfg: Config, session: str, transcript: Path | None) -> None:
+    """Remember where a session starts in its transcript, so that a resumed conversation's
+    earlier turns are not written again (a session seen before keeps its cursor)."""
+    if _read_cursor(cfg.home, session) is not None:
+        return
+    try:
+        offset = os.stat(transcript).st_size if transcript else 0
+    except OSError:
+        offset = 0
+    _write_cursor(cfg.home, session, _Cursor(offset, 0))
+    _prune_cursors(cfg.home)
+
+
+def _prune_cursors(home: Path) -> None:
+    folder = home / "state" / "sessions"
+    limit = dt.datetime.now().timestamp() - STATE_DAYS * 86400
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for item in entries:
+        try:
+            if item.is_file(follow_symlinks=False) and item.stat().st_mtime < limit:
+                os.unlink(item.path)
+        except OSError:
+            continue
+
+
+def append_session(
+    cfg: Config,
+    project: str,
+    root: Path | None,
+    session: str,
+    transcript: Path | None,
+    last_message: str | None = None,
+) -> Appended:
+    """Append what the session did since its last append to the project's diary of today
+    (the day its span ended, in local time). Under the diary library's lock, so that
+    concurrent sessions both land; the file is rewritten atomically with the old bytes
+    unchanged and the section added at the end."""
+    lib = diary_library(cfg)
+    with library_lock(cfg.home, lib.name):
+        cursor = _read_cursor(cfg.home, session) or _Cursor()
+        act, offset = (
+            read_transcript(transcript, cursor.offset, root) if transcript else (Activity(), 0)
+        )
+        if last_message and act.substantive:
+            act.agent = last_message  # the transcript may not hold the final message yet
+        if not act.substantive:
+            if offset != cursor.offset:
+                _write_cursor(cfg.home, session, _Cursor(offset, cursor.sections))
+            return Appended(lib.name, None, cursor.sections)
+        zone = dt.datetime.now().astimezone().tzinfo
+        day = (act.ended or dt.datetime.now(dt.UTC)).astimezone(zone).date()
+        rel = day_path(cfg, project, day)
+        path = lib.path / rel
+        try:
+            old = read_regular(path, MAX_DAY_BYTES).decode("utf-8", "replace")
+        except FileNotFoundError:
+            old = ""
+        except OSError as exc:
+            raise UserError(f"cannot read the diary {path}: {exc}") from exc
+        if not old:
+            _ensure_gitattributes(cfg, lib)
+        text = old or day_header(project, day)
+        if not text.endswith("\n"):
+            text += "\n"
+        section = render_section(session, act, continued=cursor.sections > 0, zone=zone)
+        atomic_write(lib.path, path, (text + "\n" + section).encode("utf-8"))
+        _write_cursor(cfg.home, session, _Cursor(offset, cursor.sections + 1))
+        return Appended(lib.name, rel, cursor.sections + 1)
+
+
+def _ensure_gitattributes(cfg: Config, lib: LibraryConfig) -> None:
+    """``<folder>/.gitattributes`` with ``merge=union``: two machines' appends to one day
+    merge line by line, without a conflict. Written once; a user's own file is kept."""
+    rel = _safe_rel(cfg.diary.folder)
+    path = lib.path / rel / ".gitattributes" if rel else lib.path / ".gitattributes"
+    if not path.exists():
+        atomic_write(lib.path, path, GITATTRIBUTES.encode())
+
+
+# --- reading days back, and rollups ---------------------------------------------------------
+
+
+@dataclass
+class Section:
+    """One section of a day file, read back."""
+
+    day: dt.date
+    start: str
+    session: str
+    continued: bool
+    items: dict[str, list[str]]
+
+
+def parse_day(day: dt.date, text: str) -> list[Section]:
+    """The sections of a day file (lines that are not the diary's own format are ignored)."""
+    out: list[Section] = []
+    for line in text.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            out.append(Section(day, heading["start"], heading["id"], bool(heading["cont"]), {}))
+            continue
+        item = _ITEM.match(line)
+        if item and out:
+            out[-1].items.setdefault(_FIELDS[item["field"]], []).append(item["text"])
+    return out
+
+
+def _counted(texts: Iterable[str]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for text in texts:
+        for match in _QUOTED.finditer(text):
+            counts[match["item"]] += int(match["count"] or 1)
+    return counts
+
+
+@dataclass
+class Period:
+    """A week (``2026-W49``) or month (``2026-12``) of one project's diary."""
+
+    kind: str  # "week" or "month"
+    label: str
+    first: dt.date
+    last: dt.date
+
+    @classmethod
+    def of(cls, kind: str, day: dt.date) -> Period:
+        if kind == "week":
+            year, week, weekday = day.isocalendar()
+            first = day - dt.timedelta(days=weekday - 1)
+            return cls(kind, f"{year}-W{week:02d}", first, first + dt.timedelta(days=6))
+        first = day.replace(day=1)
+        following = (first + dt.timedelta(days=32)).replace(day=1)
+        return cls(kind, f"{day:%Y-%m}", first, following - dt.timedelta(days=1))
+
+
+@dataclass
+class Written:
+    """A rollup file that was written."""
+
+    library: str
+    path: str
+    project: str
+
+
+def days_of(project_dir: Path) -> Iterator[tuple[dt.date, Path]]:
+    """The day files under a project's diary folder, by date."""
+    try:
+        years = sorted(e.name for e in os.scandir(project_dir) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return
+    for year in years:
+        if not re.fullmatch(r"\d{4}", year):
+            continue
+        try:
+            months = sorted(e.name for e in os.scandir(project_dir / year)
+                            if e.is_dir(follow_symlinks=False))  # fmt: skip
+        except OSError:
+            continue
+        for month in months:
+            try:
+                files = sorted(e.name for e in os.scandir(project_dir / year / month)
+                               if e.is_file(follow_symlinks=False))  # fmt: skip
+            except OSError:
+                continue
+            for name in files:
+                match = re.fullmatch(r"(\d\d)\.md", name)
+                if not match or not re.fullmatch(r"\d\d", month):
+                    continue
+                try:
+                    day = dt.date(int(year), int(month), int(match[1]))
+                except ValueError:
+                    continue
+                yield day, project_dir / year / month / name
+
+
+def projects(cfg: Config) -> list[str]:
+    """The project folders of the diary (their slugs)."""
+    try:
+        lib = diary_library(cfg)
+    except UserError:
+        return []
+    base = lib.path / _safe_rel(cfg.diary.folder)
+    try:
+        return sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
+                      and not e.name.startswith("."))  # fmt: skip
+    except OSError:
+        return []
+
+
+def roll_up(
+    cfg: Config,
+    *,
+    completed_only: bool = False,
+    kinds: tuple[str, ...] = ("week", "month"),
+    project: str | None = None,
+    today: dt.date | None = None,
+) -> list[Written]:
+    """Write the rollups whose days changed: every period with days, or (``completed_only``,
+    as reindex and SessionStart do) the periods that ended before today. Cheap when nothing
+    changed: one stat per day file. Returns the files written (the caller indexes them)."""
+    today = today or dt.date.today()
+    try:
+        lib = diary_library(cfg)
+    except UserError:
+        return []
+    written: list[Written] = []
+    slugs = [slugify(project)] if project else projects(cfg)
+    with library_lock(cfg.home, lib.name):
+        for slug in slugs:
+            base = lib.path / _safe_rel(cfg.diary.folder) / slug
+            days = list(days_of(base))
+            for kind in kinds:
+                periods: dict[str, tuple[Period, list[tuple[dt.date, Path]]]] = {}
+                for day, path in days:
+                    period = Period.of(kind, day)
+                    periods.setdefault(period.label, (period, []))[1].append((day, path))
+                for period, members in periods.values():
+                    if completed_only and period.last >= today:
+                        continue
+                    target = base / f"{period.label}.md"
+                    if completed_only and not _behind(target, [p for _, p in members]):
+                        continue
+                    text = render_rollup(slug, period, members)
+                    if atomic_write(lib.path, target, text.encode("utf-8")):
+                        rel = target.relative_to(lib.path).as_posix()
+                        written.append(Written(lib.name, rel, slug))
+    return written
+
+
+def _behind(target: Path, days: list[Path]) -> bool:
+    """Whether a rollup is missing or older than one of its days (stat only)."""
+    try:
+        made = target.stat().st_mtime_ns
+    except OSError:
+        return True
+    for path in days:
+        try:
+            if path.stat().st_mtime_ns > made:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _project_of(text: str, fallback: str) -> str:
+    match = re.search(r"^project: (.+)$", text, re.MULTILINE)
+    if match:
+        try:
+            value = json.loads(match[1])
+            if isinstance(value, str):
+                return value
+        except ValueError:
+            return match[1].strip()
+    return fallback
+
+
+def render_rollup(slug: str, period: Period, members: list[tuple[dt.date, Path]]) -> str:
+    """The rollup of one period from its day files (deterministic: same days, same bytes)."""
+    sections: list[Section] = []
+    project = slug
+    for day, path in sorted(members):
+        try:
+            text = read_regular(path, MAX_DAY_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        project = _project_of(text, project)
+        sections += parse_day(day, text)
+    sessions: dict[str, list[Section]] = {}
+    for section in sections:
+        sessions.setdefault(section.session, []).append(section)
+    files = _counted(t for s in sections for f in ("created", "edited") for t in s.items.get(f, []))
+    saved = list(dict.fromkeys(
+        f"{t} ({s.day.isoformat()})" for s in sections for t in s.items.get("saved", [])
+    ))  # fmt: skip
+    errors: dict[str, set[tuple[dt.date, str]]] = {}
+    for s in sections:
+        for text in s.items.get("error", []):
+            errors.setdefault(text, set()).add((s.day, s.session))
+    recurring = sorted(
+        ((text, seen) for text, seen in errors.items() if len(seen) > 1),
+        key=lambda item: (-len(item[1]), item[0]),
+    )
+    name = "week" if period.kind == "week" else "month"
+    title = json.dumps(f"{project} diary, {name} {period.label}", ensure_ascii=False)
+    lines = [
+        "---",
+        f"title: {title}",
+        "type: diary",
+        f"project: {json.dumps(project, ensure_ascii=False)}",
+        f"created: {period.last.isoformat()}",
+        f"period: {period.label}",
+        "---",
+        f"# {_line(project)}, {name} {period.label} ({period.first} to {period.last})",
+        "",
+    ]
+    day_links = [f"[{d.isoformat()}]({d:%Y/%m/%d}.md)" for d in sorted({d for d, _ in members})]
+    lines.append(f"{len(sessions)} session(s) on {len(day_links)} day(s): {', '.join(day_links)}.")
+    lines += ["", "## Sessions", ""]
+    for session, parts in sessions.items():
+        first = parts[0]
+        asked = next((t for p in parts for t in p.items.get("asked", [])), "")
+        turns = f" ({len(parts)} turns)" if len(parts) > 1 else ""
+        link = f"[{first.day.isoformat()}]({first.day:%Y/%m/%d}.md)"
+        lines.append(f"- {link} {first.start} `{session}`{turns}" + (f": {asked}" if asked else ""))
+    if files:
+        lines += ["", "## Most-touched files", ""]
+        lines += [f"- `{name}` ×{n}" for name, n in files.most_common(15)]
+    if saved:
+        lines += ["", "## Notes and decisions saved", ""]
+        lines += [f"- {text}" for text in saved[:30]]
+    if recurring:
+        lines += ["", "## Errors that recurred", ""]
+        for text, seen in recurring[:10]:
+            days = sorted({d for d, _ in seen})
+            lines.append(f"- {text} ({len(seen)} times, {len(days)} day(s))")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,490 @@
+"""Ops that set an agent up with brainmap: the Claude Code hooks (install, uninstall,
+status), the plugin folder, and the diary rollups.
+
+``hooks install`` merges brainmap's entries into a Claude Code settings file and keeps every
+other key and hook; the file is written atomically and only when its bytes change. The
+first install keeps the file's original bytes in the home, so that ``hooks uninstall``
+gives the user's file back byte for byte when nothing else changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from brainmap import derive, diary
+from brainmap.errors import UserError
+from brainmap.indexer import index_files
+from brainmap.ops.core import Brain, _Input, op
+from brainmap.safefile import atomic_write, read_regular
+
+# (event, matcher, seconds): what `hooks install` writes. Claude Code's SessionEnd has a
+# budget of its own (1.5 s unless a timeout raises it); the others default to minutes.
+HOOKS: tuple[tuple[str, str | None, int], ...] = (
+    ("SessionStart", "startup|resume|clear|compact", 10),
+    ("PreToolUse", "Read", 5),
+    ("PreToolUse", "Write|Edit|MultiEdit|NotebookEdit", 5),
+    ("UserPromptSubmit", None, 5),  # only with --prompt
+    ("Stop", None, 10),
+    ("SessionEnd", None, 5),
+)
+MCP_NAME = "brainmap"
+_OURS = re.compile(r"brainmap\S*\s.*\bhook\s+(\w+)\s*$")
+MAX_SETTINGS = 5_000_000
+
+
+def brainmap_command(home: Path | None) -> list[str]:
+    """The command that runs brainmap from anywhere: this installation's own script (an
+    agent's PATH may not hold it), and the home when it is not the default one."""
+    script = Path(sys.executable).parent / "brainmap"
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "brainmap"]
+    if home is not None:
+        argv += ["--home", str(home)]
+    return argv
+
+
+def _hook_command(base: list[str], event: str) -> str:
+    return " ".join(shlex.quote(part) for part in [*base, "hook", event])
+
+
+def wanted_hooks(base: list[str], prompt: bool) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """(event, matcher, handler) of every hook to install."""
+    out = []
+    for event, matcher, timeout in HOOKS:
+        if event == "UserPromptSubmit" and not prompt:
+            continue
+        handler = {"type": "command", "command": _hook_command(base, event), "timeout": timeout}
+        out.append((event, matcher, handler))
+    return out
+
+
+def is_ours(handler: Any) -> bool:
+    """A hook handler that runs ``brainmap ... hook EVENT``."""
+    return (
+        isinstance(handler, dict)
+        and isinstance(handler.get("command"), str)
+        and _OURS.search(handler["command"]) is not None
+    )
+
+
+# --- settings files -------------------------------------------------------------------------
+
+
+def _load(path: Path) -> tuple[dict[str, Any], bytes | None]:
+    """A JSON settings file (empty when missing) and its bytes."""
+    try:
+        raw = read_regular(path, MAX_SETTINGS)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc}") from exc
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserError(
+            f"{path} is not valid JSON: {exc}", hint="fix the file, then install again"
+        ) from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} does not hold a JSON object", hint="fix the file first")
+    return data, raw
+
+
+def _dump(data: dict[str, Any], like: bytes | None) -> bytes:
+    """JSON indented as the file was (two spaces by default), ending as it did."""
+    indent: int | str = 2
+    if like:
+        found = re.search(rb"\n([ \t]+)\S", like)
+        if found:
+            space = found.group(1).decode()
+            indent = len(space) if set(space) == {" "} else space
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    return (text + ("\n" if like is None or like.endswith(b"\n") else "")).encode("utf-8")
+
+
+def _without_ours(data: dict[str, Any]) -> dict[str, Any]:
+    """The settings with every brainmap hook handler removed (and what that left empty)."""
+    out: dict[str, Any] = json.loads(json.dumps(data))
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                handlers = [h for h in group["hooks"] if not is_ours(h)]
+                if not handlers and group["hooks"]:
+                    continue  # a group that only held ours goes with them
+                group["hooks"] = handlers
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del out["hooks"]
+    return out
+
+
+def _with_ours(
+    data: dict[str, Any], wanted: list[tuple[str, str | None, dict[str, Any]]]
+) -> dict[str, Any]:
+    """The settings with exactly the wanted brainmap hooks (others' hooks untouched)."""
+    out = _without_ours(data)
+    hooks = out.get("hooks")
+    if hooks is None:
+        hooks = out["hooks"] = {}
+    elif not isinstance(hooks, dict):
+        raise UserError('the settings key "hooks" is not an object', hint="fix the file first")
+    for event, matcher, handler in wanted:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise UserError(f'the settings key "hooks.{event}" is not a list', hint="fix it")
+        group: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
+        group["hooks"] = [handler]
+        groups.append(group)
+    return out
+
+
+def _backup_path(home: Path, target: Path) -> Path:
+    digest = hashlib.sha256(str(target.absolute()).encode()).hexdigest()[:24]
+    return home / "state" / "agent-files" / f"{digest}.json"
+
+
+def _keep_original(home: Path, target: Path, raw: bytes | None) -> None:
+    """Remember a file's bytes before brainmap first changes it (once)."""
+    backup = _backup_path(home, target)
+    if backup.exists():
+        return
+    record = {"path": str(target.absolute()), "existed": raw is not None,
+              "bytes": raw.decode("utf-8") if raw is not None else None}  # fmt: skip
+    atomic_write(home, backup, json.dumps(record).encode("utf-8"))
+
+
+def _original(home: Path, target: Path) -> tuple[bool, bytes | None] | None:
+    """(existed, bytes) of a file before brainmap first changed it, if remembered."""
+    try:
+        record = json.loads(read_regular(_backup_path(home, target), MAX_SETTINGS))
+        raw = record["bytes"]
+        return bool(record["existed"]), raw.encode("utf-8") if raw is not None else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@dataclass
+class FileChange:
+    """One file an install or uninstall changes (or, with dry_run, would change)."""
+
+    path: str
+    action: Literal["created", "updated", "removed", "unchanged"]
+    before: str  # the text before ("" for none)
+    after: str  # the text after ("" when removed)
+
+
+def _write(target: Path, new: bytes | None, old: bytes | None, dry_run: bool) -> FileChange:
+    before = old.decode("utf-8", "replace") if old is not None else ""
+    after = new.decode("utf-8") if new is not None else ""
+    if new == old:
+        return FileChange(str(target), "unchanged", before, after)
+    action: Literal["created", "updated", "removed"] = (
+        "removed" if new is None else "created" if old is None else "updated"
+    )
+    if not dry_run:
+        if new is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target.parent, target, new)
+    return FileChange(str(target), action, before, after)
+
+
+def _restore(home: Path, target: Path, data: dict[str, Any], raw: bytes | None) -> bytes | None:
+    """The bytes to leave once brainmap's part is gone: the original file when what is left
+    equals it, no file when there was none and nothing is left, else the data re-written."""
+    original = _original(home, target)
+    if original is not None:
+        existed, old = original
+        if not existed and not data:
+            return None
+        if existed and old is not None:
+            try:
+                if json.loads(old.decode("utf-8") or "{}") == data:
+                    return old
+            except ValueError:
+                pass
+    return _dump(data, raw)
+
+
+# --- the ops --------------------------------------------------------------------------------
+
+
+class HooksInput(_Input):
+    scope: Literal["project", "user"] = Field(
+        "project", description="project: DIR/.claude/settings.json; user: ~/.claude/settings.json"
+    )
+    project_dir: str | None = Field(None, description="The project folder (default: here).")
+    prompt: bool = Field(False, description="Also the UserPromptSubmit hook (off by default).")
+    mcp: bool = Field(False, description="Also register the MCP server in DIR/.mcp.json.")
+    dry_run: bool = Field(False, description="Show the change; write nothing.")
+
+
+@dataclass
+class HooksChange:
+    settings: str
+    files: list[FileChange]
+    hooks: list[str]  # "Event matcher" of the brainmap hooks now in the settings
+    command: str  # how the hooks run brainmap
+    dry_run: bool = False
+
+
+def _targets(scope: str, project_dir: str | None, mcp: bool) -> tuple[Path, Path | None]:
+    """The settings file and (for a project) its folder."""
+    if scope == "user":
+        if mcp:
+            raise UserError(
+                "--mcp registers the server for a project",
+                hint=f"for every project: claude mcp add --scope user {MCP_NAME} -- "
+                + " ".join(shlex.quote(p) for p in brainmap_command(None))
+                + " mcp",
+            )
+        return Path.home() / ".claude" / "settings.json", None
+    folder = Path(project_dir or ".").expanduser().absolute()
+    if not folder.is_dir():
+        raise UserError(f"{folder} is not a folder")
+    return folder / ".claude" / "settings.json", folder
+
+
+def _home_argument(brain: Brain) -> Path | None:
+    default = Path(os.path.expanduser("~")) / ".brainmap"
+    return None if brain.home == default.absolute() else brain.home
+
+
+@op("hooks_install", HooksInput, HooksChange, writes=True)
+def hooks_install(brain: Brain, inp: HooksInput) -> HooksChange:
+    """Install brainmap's Claude Code hooks (SessionStart, PreToolUse on Read and on writes,
+    Stop, SessionEnd; UserPromptSubmit with prompt) into a settings file, keeping every other
+    key and hook; twice is the same as once."""
+    target, folder = _targets(inp.scope, inp.project_dir, inp.mcp)
+    base = brainmap_command(_home_argument(brain))
+    wanted = wanted_hooks(base, inp.prompt)
+    data, raw = _load(target)
+    new = _dump(_with_ours(data, wanted), raw)
+    if not inp.dry_run and new != raw:
+        _keep_original(brain.home, target, raw)
+    files = [_write(target, new, raw, inp.dry_run)]
+    if inp.mcp and folder is not None:
+        files.append(_install_mcp(brain, folder / ".mcp.json", base, inp.dry_run))
+    shown = [f"{event} {matcher or ''}".strip() for event, matcher, _ in wanted]
+    return HooksChange(str(target), files, shown, " ".join(shlex.quote(p) for p in base),
+                       inp.dry_run)  # fmt: skip
+
+
+def _install_mcp(brain: Brain, target: Path, base: list[str], dry_run: bool) -> FileChange:
+    data, raw = _load(target)
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise UserError(f'{target}: "mcpServers" is not an object', hint="fix the file first")
+    servers[MCP_NAME] = {"command": base[0], "args": [*base[1:], "mcp"]}
+    new = _dump(data, raw)
+    if not dry_run and new != raw:
+        _keep_original(brain.home, target, raw)
+    return _write(target, new, raw, dry_run)
+
+
+class HooksRemoveInput(_Input):
+    scope: Literal["project", "user"] = "project"
+    project_dir: str | None = None
+    dry_run: bool = False
+
+
+@op("hooks_uninstall", HooksRemoveInput, HooksChange, writes=True)
+def hooks_uninstall(brain: Brain, inp: HooksRemoveInput) -> HooksChange:
+    """Remove brainmap's hooks (and its MCP server of the project) and nothing else; a file
+    brainmap changed gets its original bytes back when nothing else changed in it."""
+    target, folder = _targets(inp.scope, inp.project_dir, False)
+    data, raw = _load(target)
+    files = []
+    if raw is not None:
+        files.append(_write(target, _restore(brain.home, target, _without_ours(data),
+                                                         raw), raw, inp.dry_run))  # fmt: skip
+    if folder is not None:
+        mcp_path = folder / ".mcp.json"
+        mcp, mcp_raw = _load(mcp_path)
+        servers = mcp.get("mcpServers")
+        if isinstance(servers, dict) and MCP_NAME in servers:
+            del servers[MCP_NAME]
+            if not servers:
+                del mcp["mcpServers"]
+            new = _restore(brain.home, mcp_path, mcp, mcp_raw)
+            files.append(_write(mcp_path, new, mcp_raw, inp.dry_run))
+    if not inp.dry_run:
+        for path in [target] + ([folder / ".mcp.json"] if folder else []):
+            _backup_path(brain.home, path).unlink(missing_ok=True)
+    return HooksChange(str(target), files, [], "", inp.dry_run)
+
+
+class HooksStatusInput(_Input):
+    project_dir: str | None = Field(None, description="The project folder (default: here).")
+    run: bool = Field(True, description="Run each hook once with an empty input to check it.")
+
+
+@dataclass
+class InstalledHook:
+    settings: str
+    event: str
+    matcher: str | None
+    command: str
+    runs: bool | None  # exit 0 on an empty input; None when not checked
+    seconds: float | None = None
+    problem: str | None = None
+
+
+@dataclass
+class HooksStatus:
+    hooks: list[InstalledHook] = field(default_factory=list)
+    mcp: list[str] = field(default_factory=list)  # .mcp.json files that register brainmap
+    settings: list[str] = field(default_factory=list)  # the files looked at
+
+
+@op("hooks_status", HooksStatusInput, HooksStatus)
+def hooks_status(brain: Brain, inp: HooksStatusInput) -> HooksStatus:
+    """Which brainmap hooks are installed (project, local and user settings) and whether each
+    runs: its command is started once with an empty input, which a hook ignores."""
+    folder = Path(inp.project_dir or ".").expanduser().absolute()
+    files = [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json",
+             Path.home() / ".claude" / "settings.json"]  # fmt: skip
+    status = HooksStatus(settings=[str(f) for f in files])
+    for path in files:
+        try:
+            data, _ = _load(path)
+        except UserError as exc:
+            status.hooks.append(InstalledHook(str(path), "", None, "", False, None, exc.message))
+            continue
+        hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
+        for event, groups in (hooks or {}).items():
+            for group in groups if isinstance(groups, list) else []:
+                for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+                    if is_ours(handler):
+                        found = InstalledHook(str(path), event, group.get("matcher"),
+                                              handler["command"], None)  # fmt: skip
+                        if inp.run:
+                            _check(found, folder)
+                        status.hooks.append(found)
+    mcp_path = folder / ".mcp.json"
+    try:
+        servers = _load(mcp_path)[0].get("mcpServers")
+    except UserError:
+        servers = None
+    if isinstance(servers, dict) and MCP_NAME in servers:
+        status.mcp.append(str(mcp_path))
+    return status
+
+
+def _check(found: InstalledHook, folder: Path) -> None:
+    shell = shutil.which("sh") or "/bin/sh"
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [shell, "-c", found.command], check=False, input="{}", capture_output=True, text=True,
+            timeout=30, cwd=folder,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        found.runs, found.problem = False, str(exc)
+        return
+    found.seconds = round(time.monotonic() - started, 3)
+    found.runs = proc.returncode == 0 and not proc.stdout.strip()
+    if not found.runs:
+        found.problem = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")[
+            :300
+        ]
+
+
+# --- the plugin folder ----------------------------------------------------------------------
+
+
+def plugin_files(command: str = "brainmap") -> dict[str, str]:
+    """The Claude Code plugin (manifest, hooks, MCP server) as ``{relative path: text}``; its
+    commands run ``command`` (``brainmap`` on the agent's PATH by default)."""
+    from brainmap import __version__
+
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    for event, matcher, handler in wanted_hooks(shlex.split(command), prompt=False):
+        group: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
+        group["hooks"] = [handler]
+        hooks.setdefault(event, []).append(group)
+    manifest = {
+        "name": "brainmap",
+        "version": __version__,
+        "description": "A local knowledge brain: the library map and the project's gotchas at "
+        "session start, notes about each file before it is read or changed, a daily diary.",
+        "license": "MIT",
+        "keywords": ["memory", "knowledge", "search", "mcp", "diary"],
+    }
+    marketplace = {
+        "name": "brainmap",
+        "owner": {"name": "brainmap"},
+        "plugins": [{"name": "brainmap", "source": "./brainmap",
+                     "description": manifest["description"]}],
+    }  # fmt: skip
+    argv = shlex.split(command)
+    mcp = {"mcpServers": {MCP_NAME: {"command": argv[0], "args": [*argv[1:], "mcp"]}}}
+
+    def text(value: Any) -> str:
+        return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+    return {
+        ".claude-plugin/marketplace.json": text(marketplace),
+        "brainmap/.claude-plugin/plugin.json": text(manifest),
+        "brainmap/hooks/hooks.json": text({"description": "brainmap hooks", "hooks": hooks}),
+        "brainmap/.mcp.json": text(mcp),
+    }
+
+
+# --- diary rollups --------------------------------------------------------------------------
+
+
+class DiaryRollupInput(_Input):
+    period: Literal["week", "month", "both"] = Field("both", description="Which rollups.")
+    project: str | None = Field(None, description="One project; every project when empty.")
+    completed: bool = Field(
+        False, description="Only periods that have ended (what reindex and SessionStart do)."
+    )
+
+
+@dataclass
+class DiaryRollupReport:
+    written: list[str]  # library:path of the rollups whose bytes changed
+    projects: list[str]
+
+
+@op("diary_rollup", DiaryRollupInput, DiaryRollupReport, writes=True)
+def diary_rollup(brain: Brain, inp: DiaryRollupInput) -> DiaryRollupReport:
+    """Write the weekly and monthly rollups of the diary (sessions, most-touched files,
+    notes and decisions saved, errors that recurred, links to the days); a rollup is
+    rewritten only when its days changed."""
+    kinds = ("week", "month") if inp.period == "both" else (inp.period,)
+    written = diary.roll_up(
+        brain.cfg, completed_only=inp.completed, kinds=kinds, project=inp.project,
+        today=dt.date.today(),
+    )  # fmt: skip
+    if written:
+        lib = brain.cfg.library(written[0].library)
+        index_files(brain.cfg, brain.store, lib, [w.path for w in written])
+        derive.after_change_quietly(brain.cfg, brain.store, [lib.name])
+    names = [inp.project] if inp.project else diary.projects(brain.cfg)
+    return DiaryRollupReport([f"{w.library}:{w.path}" for w in written], names)

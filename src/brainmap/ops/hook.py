@@ -1,0 +1,148 @@
+"""The agent-hook op: one event of an agent's session in, the context to inject out.
+
+Every hook is a new process on the agent's hot path, so this module stays off the pydantic
+operations table (its input comes from the agent, parsed by the ``brainmap hook`` command),
+loads neither the embedding model nor numpy, and imports per event only what it uses.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brainmap.ops.brain import Brain
+from brainmap.project import Project, identify
+
+EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
+READ_TOOLS = ("Read",)
+WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+
+
+@dataclass
+class HookEvent:
+    """What an agent tells a hook (Claude Code's hook input, already parsed)."""
+
+    event: str
+    session_id: str
+    cwd: Path
+    transcript: Path | None = None
+    source: str | None = None  # SessionStart: startup, resume, clear, compact
+    tool: str | None = None  # PreToolUse
+    tool_input: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None  # UserPromptSubmit
+    stop_hook_active: bool = False  # Stop: already continuing because of a stop hook
+    last_message: str | None = None  # Stop: the text of the agent's final answer
+
+
+@dataclass
+class HookReply:
+    """The context to give the agent ("" for none) and what the hook wrote."""
+
+    context: str = ""
+    diary: str | None = None  # library:path of the diary day appended to
+    rollups: list[str] = field(default_factory=list)
+
+
+def hook(brain: Brain, event: HookEvent) -> HookReply:
+    """Run one hook event: SessionStart, PreToolUse (Read, or a write), UserPromptSubmit,
+    Stop or SessionEnd; the ``[hooks]`` settings turn each off."""
+    # each event imports what it needs only: a Read must not pay for the diary's writer
+    from brainmap import hooks
+
+    settings = brain.cfg.hooks
+    project = identify(brain.cfg, event.cwd)
+    if event.event == "SessionStart":
+        from brainmap import diary
+
+        if event.session_id:
+            diary.start_session(brain.cfg, event.session_id, event.transcript)
+        if not settings.session_start:
+            return HookReply()
+        rollups = _roll_up(brain)
+        context = hooks.session_context(brain.cfg, brain.store, project)
+        return HookReply(context, rollups=rollups)
+    if event.event == "PreToolUse":
+        return HookReply(_file_context(brain, project, event))
+    if event.event == "UserPromptSubmit":
+        if not settings.prompt or not event.prompt:
+            return HookReply()
+        return HookReply(hooks.prompt_context(brain.cfg, brain.store, project, event.prompt))
+    if event.event in ("Stop", "SessionEnd"):
+        if not settings.stop or event.stop_hook_active or not event.session_id:
+            return HookReply()
+        return HookReply(diary=record_session(brain, project, event))
+    return HookReply()
+
+
+def _file_context(brain: Brain, project: Project, event: HookEvent) -> str:
+    from brainmap import hooks
+
+    args = event.tool_input
+    raw = args.get("file_path") or args.get("notebook_path")
+    if not isinstance(raw, str) or not raw:
+        return ""
+    path = Path(raw) if os.path.isabs(raw) else event.cwd / raw
+    if event.tool in READ_TOOLS and brain.cfg.hooks.pre_read:
+        return hooks.file_context(brain.cfg, brain.store, project, path, writing=False)
+    if event.tool in WRITE_TOOLS and brain.cfg.hooks.pre_write:
+        return hooks.file_context(
+            brain.cfg, brain.store, project, path, writing=True, new_text=written_text(args)
+        )
+    return ""
+
+
+def written_text(args: dict[str, Any]) -> str:
+    """The text a write tool puts into the file (and the text it replaces)."""
+    parts = [args.get(key) for key in ("content", "new_string", "old_string", "new_source")]
+    for edit in args.get("edits") or []:  # MultiEdit, in older agents
+        if isinstance(edit, dict):
+            parts += [edit.get("new_string"), edit.get("old_string")]
+    return "\n".join(p for p in parts if isinstance(p, str))
+
+
+def record_session(brain: Brain, project: Project, event: HookEvent) -> str | None:
+    """Append the session's new turns to the diary and index the day (text only; the
+    vectors are made later, in a detached process, or by the next reindex)."""
+    from brainmap import derive, diary
+    from brainmap.indexer import index_files
+
+    appended = diary.append_session(
+        brain.cfg, project.name, project.root, event.session_id, event.transcript,
+        event.last_message,
+    )  # fmt: skip
+    if appended.path is None:
+        return None
+    lib = brain.cfg.library(appended.library)
+    index_files(brain.cfg, brain.store, lib, [appended.path], embed=False)
+    derive.after_change_quietly(brain.cfg, brain.store, [lib.name], embed=False)
+    if brain.cfg.hooks.background_embed:
+        embed_later(brain, lib.name)
+    return f"{lib.name}:{appended.path}"
+
+
+def _roll_up(brain: Brain) -> list[str]:
+    from brainmap import derive
+
+    written = derive.roll_up_completed(brain.cfg, brain.store, embed=False)
+    libraries = list(dict.fromkeys(w.partition(":")[0] for w in written))
+    if libraries:
+        derive.after_change_quietly(brain.cfg, brain.store, libraries, embed=False)
+    return written
+
+
+def embed_later(brain: Brain, library: str) -> None:
+    """Embed what a hook indexed, in a detached process (it outlives the hook and never
+    holds the agent's pipes): ``brainmap reindex LIBRARY``."""
+    import subprocess
+
+    log_path = brain.home / "logs" / "background.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "brainmap", "--home", str(brain.home), "reindex", library],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            close_fds=True,
+        )  # fmt: skip

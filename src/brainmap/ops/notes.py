@@ -1,0 +1,88 @@
+"""Ops that write knowledge: save and ingest (apart from search and get, so that a search
+process never imports the writer, the indexer and the collectors)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from brainmap.notes import INGEST_HINT, SaveResult, ingest_title
+from brainmap.ops.core import Brain, _Input, op
+
+_TAG = Annotated[str, Field(min_length=1, max_length=64)]
+MAX_BODY = 1_000_000
+
+
+class SaveInput(_Input):
+    title: str = Field(min_length=1, max_length=200, description="Short, specific title.")
+    body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
+    type: str = Field(
+        "note",
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$",
+        description="gotcha, pattern, bug, decision, guide, diary, note, ...",
+    )
+    tags: list[_TAG] | None = Field(None, max_length=20, description="Suggested when omitted.")
+    library: str | None = Field(None, description="Target library; default from config.")
+    project: str | None = Field(None, max_length=100)
+    folder: str | None = Field(None, max_length=200, description="Sub-folder in the library.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+    merge_into: str | None = Field(
+        None,
+        description="Append title and body as a dated section of this entry id (the other "
+        "fields are then ignored).",
+    )
+
+
+@op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
+def save(brain: Brain, inp: SaveInput) -> SaveResult:
+    """Save a knowledge entry you want future sessions to find (a gotcha, decision, pattern,
+    how-to): a markdown file with frontmatter in a library, indexed at once. When a very
+    similar entry already exists nothing is written and the candidates come back: then
+    pass merge_into=<candidate id> to append to it, or force=true to save anyway. Tags are
+    suggested from similar entries when you give none."""
+    result = brain.notes.save(
+        title=inp.title, body=inp.body, type=inp.type, tags=inp.tags, library=inp.library,
+        project=inp.project, folder=inp.folder, force=inp.force, merge_into=inp.merge_into,
+    )  # fmt: skip
+    return _derived(brain, result)
+
+
+def _derived(brain: Brain, result: SaveResult) -> SaveResult:
+    """Run the after-change step when something was written."""
+    if result.status in ("saved", "merged", "verified"):
+        from brainmap import derive  # a search never needs it
+
+        derive.after_change_quietly(brain.cfg, brain.store, [result.library])
+    return result
+
+
+class IngestInput(_Input):
+    text: str | None = Field(None, max_length=MAX_BODY, description="The raw text to keep.")
+    uri: str | None = Field(None, max_length=2000, description="Where the text came from.")
+    observed_at: dt.datetime | None = Field(None, description="When it was seen (ISO 8601).")
+    title: str | None = Field(None, max_length=200, description="Default: its first line.")
+    tags: list[_TAG] | None = Field(None, max_length=20)
+    library: str | None = Field(None, description="Target library; default from config.")
+    force: bool = Field(False, description="Write even when a near-duplicate exists.")
+
+
+@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",))
+def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
+    """Keep a raw piece of text (a web page excerpt, command output, a message) with its
+    source uri and observation time as a note in the inbox/ folder of a library, indexed at
+    once. Call it without text to get a short usage hint."""
+    if not inp.text or not inp.text.strip():
+        library = inp.library or brain.cfg.save.library
+        return SaveResult("hint", library, "", message=INGEST_HINT)
+    observed = inp.observed_at or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    extra: dict[str, Any] = {"observed_at": observed}
+    if inp.uri:
+        extra["source"] = inp.uri
+    result = brain.notes.save(
+        title=inp.title or ingest_title(inp.text, inp.uri), body=inp.text, type="note",
+        tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
+        same_title_is_duplicate=False,  # the title is only the text's first line
+    )  # fmt: skip
+    return _derived(brain, result)

@@ -1,0 +1,194 @@
+"""The diary: transcripts read without an LLM, append-only days, git's union merge between
+two real clones, and rollups that are rewritten only when their days change."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+from agent_fixtures import PASSWORD, SECRET, session_lines, write_transcript
+from brainmap import diary, ops
+from brainmap.config import Config, LibraryConfig
+from brainmap.diary import command_words, read_transcript
+from conftest import run_cli, write
+from test_project import git
+
+DAY = """---
+title: "web diary {day}"
+type: diary
+project: "web"
+created: {day}
+---
+# web, {day}
+
+## 09:00–09:30 session {session}
+
+- Asked: {asked}
+- Edited: `src/db/pool.py` ×2, `README.md`
+- Ran: `pytest` ×3
+- Saved: Pool limits (gotcha)
+- Error: pytest: FAILED test_pool.py::test_limit
+"""
+
+
+def _cfg(tmp_path: Path) -> Config:
+    cfg = Config(home=tmp_path / "home")
+    cfg.libraries = [LibraryConfig("brain", tmp_path / "home" / "brain", "global")]
+    (tmp_path / "home" / "brain").mkdir(parents=True, exist_ok=True)
+    return cfg
+
+
+def test_a_transcript_becomes_an_activity(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    path = write_transcript(tmp_path / "t.jsonl", session_lines(root), partial='{"type": "us')
+    act, offset = read_transcript(path, 0, root)
+    assert act.asked == ["Fix the pool timeout in src/db/pool.py"]  # the meta /compact is not
+    assert dict(act.created) == {"src/db/retry.py": 1}
+    assert dict(act.edited) == {"src/db/pool.py": 1}
+    assert list(act.ran) == ["cd", "git push", "python -m pytest"]
+    assert act.saved == ["Pool timeout must exceed the query timeout (gotcha)"]
+    assert act.errors == [f"cd: FAILED test_pool.py - password={PASSWORD}"]  # scrubbed on write
+    assert act.agent == "Fixed the timeout.\nAll green."
+    assert (act.started, act.ended) == (
+        dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC), dt.datetime(2026, 11, 30, 10, 5, tzinfo=dt.UTC)
+    )  # fmt: skip
+    assert offset == path.stat().st_size - len('{"type": "us')  # the partial line waits
+    again, same = read_transcript(path, offset, root)
+    assert not again.substantive and same == offset
+
+
+def test_command_words_never_keep_arguments() -> None:
+    assert command_words("cd src && FOO=1 git commit -m 'x y' | tee log; sudo make install") == [
+        "cd",
+        "git commit",
+        "tee",
+        "make install",
+    ]
+    assert command_words(f"curl -H 'Authorization: Bearer {SECRET}' https://x") == ["curl"]
+    assert command_words("python3 -m pytest -q tests/") == ["python3 -m pytest"]
+    assert command_words("'unbalanced") == []
+
+
+def test_a_resumed_session_does_not_write_its_earlier_turns_again(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    transcript = write_transcript(tmp_path / "t.jsonl", session_lines(tmp_path))
+    diary.start_session(cfg, "resumed", transcript)  # SessionStart(resume) marks where it is
+    assert diary.append_session(cfg, "web", tmp_path, "resumed", transcript).path is None
+    write_transcript(transcript, [{"type": "user", "timestamp": "2026-11-30T12:00:00Z",
+                                   "message": {"role": "user", "content": "New request"}}])  # fmt: skip
+    appended = diary.append_session(cfg, "web", tmp_path, "resumed", transcript)
+    assert appended.path is not None
+    text = (cfg.library("brain").path / appended.path).read_text()
+    assert "- Asked: New request" in text and "Fix the pool timeout" not in text
+
+
+def test_what_is_written_is_bounded_and_scrubbed(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    lines = session_lines(tmp_path)
+    lines += [{"type": "user", "timestamp": f"2026-11-30T11:{i:02d}:00Z",
+               "message": {"role": "user", "content": f"request {i} " + "x" * 5000}}
+              for i in range(40)]  # fmt: skip
+    transcript = write_transcript(tmp_path / "t.jsonl", lines)
+    appended = diary.append_session(cfg, "web", tmp_path, "big", transcript, f"key {SECRET}")
+    assert appended.path is not None
+    text = (cfg.library("brain").path / appended.path).read_text()
+    assert text.count("- Asked: ") == diary.MOST["asked"]
+    assert max(len(line) for line in text.splitlines()) <= diary.AGENT_CHARS + 20
+    assert SECRET not in text and PASSWORD not in text and "[redacted]" in text
+
+
+def test_two_machines_appending_to_one_day_merge_without_conflict(tmp_path: Path) -> None:
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "--bare", "-b", "main")
+    clones = []
+    for name in ("laptop", "desktop"):
+        git(tmp_path, "clone", "-q", str(origin), name)
+        clones.append(tmp_path / name)
+    laptop, desktop = clones
+    write(laptop / "README.md", "# brain\n")
+    git(laptop, "add", ".")
+    git(laptop, "commit", "-q", "-m", "start")
+    git(laptop, "push", "-q", "origin", "main")
+    git(desktop, "pull", "-q", "origin", "main")
+    for machine, clone in (("laptop", laptop), ("desktop", desktop)):
+        cfg = Config(home=tmp_path / f"home-{machine}")
+        cfg.libraries = [LibraryConfig("brain", clone, "global")]
+        lines = session_lines(clone)
+        lines[1]["message"]["content"] = f"Work on the {machine}"
+        transcript = write_transcript(tmp_path / f"{machine}.jsonl", lines)
+        appended = diary.append_session(cfg, "web", clone, f"s-{machine}", transcript)
+        assert appended.path is not None
+        git(clone, "add", ".")
+        git(clone, "commit", "-q", "-m", f"diary from the {machine}")
+    git(laptop, "push", "-q", "origin", "main")
+    git(desktop, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")  # a real merge
+    assert (desktop / "diary" / ".gitattributes").read_text() == "*.md merge=union\n"
+    (day,) = (desktop / "diary" / "web").rglob("*.md")
+    text = day.read_text()
+    assert "Work on the laptop" in text and "Work on the desktop" in text
+    assert "<<<<<<<" not in text and text.count("title: ") == 1
+    assert len(diary.parse_day(dt.date(2026, 11, 30), text)) == 2
+
+
+def _days(cfg: Config, days: dict[str, str]) -> Path:
+    base = cfg.library("brain").path / "diary" / "web"
+    for day, asked in days.items():
+        d = dt.date.fromisoformat(day)
+        write(base / f"{d:%Y/%m/%d}.md", DAY.format(day=day, session=f"s{d.day:02d}", asked=asked))
+    return base
+
+
+def test_rollups_are_written_once_and_again_only_when_a_day_changes(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    base = _days(cfg, {"2026-11-02": "First", "2026-11-04": "Second", "2026-11-10": "Third"})
+    today = dt.date(2026, 12, 1)
+    written = diary.roll_up(cfg, completed_only=True, today=today)
+    assert sorted(w.path for w in written) == [
+        "diary/web/2026-11.md",
+        "diary/web/2026-W45.md",
+        "diary/web/2026-W46.md",
+    ]
+    week = (base / "2026-W45.md").read_text()
+    assert "# web, week 2026-W45 (2026-11-02 to 2026-11-08)" in week
+    assert (
+        "2 session(s) on 2 day(s): [2026-11-02](2026/11/02.md), [2026-11-04](2026/11/04.md)" in week
+    )
+    assert "- `src/db/pool.py` ×4" in week and "- `README.md` ×2" in week
+    assert "- Pool limits (gotcha) (2026-11-02)" in week
+    assert "- pytest: FAILED test_pool.py::test_limit (2 times, 2 day(s))" in week
+    assert "[2026-11-02](2026/11/02.md) 09:00 `s02`: First" in week
+    assert diary.roll_up(cfg, completed_only=True, today=today) == []  # idempotent
+    stamp = (base / "2026-11.md").stat().st_mtime_ns
+    assert diary.roll_up(cfg, today=today) == []  # even when every period is rendered again
+    assert (base / "2026-11.md").stat().st_mtime_ns == stamp  # equal bytes: not rewritten
+    day = base / "2026/11/10.md"
+    day.write_text(day.read_text() + "- Edited: `docs/new.md`\n")
+    os.utime(day, ns=(stamp + 10**9, stamp + 10**9))
+    again = diary.roll_up(cfg, completed_only=True, today=today)
+    assert sorted(w.path for w in again) == ["diary/web/2026-11.md", "diary/web/2026-W46.md"]
+
+
+def test_only_completed_periods_roll_up_by_themselves(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    _days(cfg, {"2026-12-01": "Today's work"})
+    assert diary.roll_up(cfg, completed_only=True, today=dt.date(2026, 12, 1)) == []
+    assert {w.path for w in diary.roll_up(cfg, today=dt.date(2026, 12, 1))} == {
+        "diary/web/2026-W49.md",
+        "diary/web/2026-12.md",
+    }
+
+
+def test_reindex_rolls_up_and_indexes_the_rollups(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    cfg = brain.cfg
+    _days(cfg, {"2026-10-05": "Old work"})
+    run_cli(home, "reindex", "--no-embed")
+    out = json.loads(run_cli(home, "search", "week 2026-W41", "--type", "diary", "--mode", "bm25",
+                             "--json").stdout)  # fmt: skip
+    assert any(h["path"] == "diary/web/2026-W41.md" for h in out["hits"])
+    report = json.loads(run_cli(home, "diary", "rollup", "--json").stdout)
+    assert report["projects"] == ["web"]
+    assert set(report["written"]) <= {"brain:diary/web/2026-W49.md", "brain:diary/web/2026-12.md"}
