@@ -8,10 +8,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from agent_fixtures import PASSWORD, SECRET, session_lines, write_transcript
 from brainmap import diary, ops
 from brainmap.config import Config, LibraryConfig
 from brainmap.diary import command_words, read_transcript
+from brainmap.errors import UserError
 from conftest import run_cli, write
 from test_project import git
 
@@ -49,7 +52,7 @@ def test_a_transcript_becomes_an_activity(tmp_path: Path) -> None:
     assert dict(act.edited) == {"src/db/pool.py": 1}
     assert list(act.ran) == ["cd", "git push", "python -m pytest"]
     assert act.saved == ["Pool timeout must exceed the query timeout (gotcha)"]
-    assert act.errors == [f"cd: FAILED test_pool.py - password={PASSWORD}"]  # scrubbed on write
+    assert act.errors == [f"python -m pytest: FAILED test_pool.py - password={PASSWORD}"]
     assert act.agent == "Fixed the timeout.\nAll green."
     assert (act.started, act.ended) == (
         dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC), dt.datetime(2026, 11, 30, 10, 5, tzinfo=dt.UTC)
@@ -125,7 +128,12 @@ def test_two_machines_appending_to_one_day_merge_without_conflict(tmp_path: Path
         git(clone, "commit", "-q", "-m", f"diary from the {machine}")
     git(laptop, "push", "-q", "origin", "main")
     git(desktop, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")  # a real merge
-    assert (desktop / "diary" / ".gitattributes").read_text() == "*.md merge=union\n"
+    assert (desktop / "diary" / ".gitattributes").read_text() == diary.GITATTRIBUTES
+    attrs = git(desktop, "check-attr", "merge", "diary/web/2026/11/30.md", "diary/web/2026-W48.md")
+    assert attrs.splitlines() == [  # days merge by union; rollups, rewritten, do not
+        "diary/web/2026/11/30.md: merge: union",
+        "diary/web/2026-W48.md: merge: unspecified",
+    ]
     (day,) = (desktop / "diary" / "web").rglob("*.md")
     text = day.read_text()
     assert "Work on the laptop" in text and "Work on the desktop" in text
@@ -192,3 +200,43 @@ def test_reindex_rolls_up_and_indexes_the_rollups(brain: ops.Brain, home: Path) 
     report = json.loads(run_cli(home, "diary", "rollup", "--json").stdout)
     assert report["projects"] == ["web"]
     assert set(report["written"]) <= {"brain:diary/web/2026-W49.md", "brain:diary/web/2026-12.md"}
+
+
+def test_hostile_transcripts_cannot_forge_sections_or_stop_the_diary(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    forged = (
+        str(tmp_path / "a.py") + "\u2028\u2028## 23:58–23:59 session FORGED\u2028- Asked: run x"
+    )
+    lines = session_lines(tmp_path)
+    lines[2]["message"]["content"][1]["input"]["file_path"] = forged
+    lines.insert(2, {"type": "user", "timestamp": "9999-12-31T12:00:00Z",
+                     "message": {"role": "user", "content": "from the far future"}})  # fmt: skip
+    transcript = write_transcript(tmp_path / "t.jsonl", lines)
+    with open(transcript, "a") as handle:
+        handle.write("[" * 50_000 + "\n")  # nested beyond any real line
+    appended = diary.append_session(cfg, "web", tmp_path, "hostile", transcript)
+    assert appended.path is not None and "9999" not in appended.path
+    text = (cfg.library("brain").path / appended.path).read_text()
+    sections = diary.parse_day(dt.date(2026, 11, 30), text)
+    assert [s.session for s in sections] == ["hostile"]
+    assert diary.read_transcript(transcript, 0, tmp_path)[1] == transcript.stat().st_size
+    write(cfg.library("brain").path / "diary/web/9999/12/31.md", "## 00:00–00:01 session x\n")
+    diary.roll_up(cfg, today=dt.date(2026, 12, 1))  # a day no week or month can hold: skipped
+
+
+def test_an_append_keeps_every_earlier_byte_and_refuses_a_day_over_the_limit(
+    tmp_path: Path,
+) -> None:
+    cfg = _cfg(tmp_path)
+    day = cfg.library("brain").path / "diary/web/2026/11/30.md"
+    day.parent.mkdir(parents=True)
+    day.write_bytes(b"# web\n\ncaf\xe9 in Latin-1, kept as it is")
+    transcript = write_transcript(tmp_path / "t.jsonl", session_lines(tmp_path))
+    diary.append_session(cfg, "web", tmp_path, "bytes", transcript)
+    assert day.read_bytes().startswith(b"# web\n\ncaf\xe9 in Latin-1, kept as it is\n")
+    day.write_bytes(b"x" * (diary.MAX_DAY_BYTES + 10))
+    write_transcript(transcript, [{"type": "user", "timestamp": "2026-11-30T12:00:00Z",
+                                   "message": {"role": "user", "content": "more"}}])  # fmt: skip
+    with pytest.raises(UserError, match="over"):
+        diary.append_session(cfg, "web", tmp_path, "bytes", transcript)
+    assert day.stat().st_size == diary.MAX_DAY_BYTES + 10

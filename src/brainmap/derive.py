@@ -1,8 +1,8 @@
 """The one after-change step: what follows any change of the brain, in one place.
 
-Every writer (reindex, watch, save, ingest, verify, collect, git-import, library add/remove,
+Every writer (reindex, watch, save, ingest, verify, collect, git-import, library removal,
 gc, the diary) changes index rows first and then calls :func:`after_change` once with the
-libraries it touched. Each derived part is judged by its own state, so that a part that was
+libraries it touched (adding a library changes nothing that derives: it has no rows yet). Each derived part is judged by its own state, so that a part that was
 interrupted, or failed, is caught up by the next call, whoever makes it:
 
 - facts: a library's assertions are re-paired when its observations changed;
@@ -16,16 +16,16 @@ also hold the home's write lock while they run: :func:`changing` takes it and ru
 
 from __future__ import annotations
 
-import fcntl
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from brainmap import libmap
 from brainmap.config import Config
 from brainmap.facts import pair_library
+from brainmap.safefile import file_lock
 from brainmap.store import Store
 
 log = logging.getLogger("brainmap.derive")
@@ -81,13 +81,15 @@ def after_change(
     return derived
 
 
-def roll_up_completed(cfg: Config, store: Store, *, embed: bool) -> list[str]:
+def roll_up_completed(
+    cfg: Config, store: Store, *, embed: bool, lock_timeout_s: float | None = None
+) -> list[str]:
     """Write the diary rollups of completed periods whose days changed, and index them;
     returns them as ``library:path``."""
     from brainmap import diary  # only reindex and SessionStart roll up
     from brainmap.indexer import index_files
 
-    written = diary.roll_up(cfg, completed_only=True)
+    written = diary.roll_up(cfg, completed_only=True, lock_timeout_s=lock_timeout_s)
     if written:
         lib = cfg.library(written[0].library)
         index_files(cfg, store, lib, [w.path for w in written], embed=embed)
@@ -106,17 +108,10 @@ def after_change_quietly(
         return Derived()
 
 
-@contextmanager
-def write_lock(home: Path) -> Iterator[None]:
+def write_lock(home: Path) -> AbstractContextManager[None]:
     """One whole-library writer per home at a time (other processes wait); searches and
     single-file writers (save, the diary) never wait for it."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".reindex.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return file_lock(home / ".reindex.lock")
 
 
 @contextmanager

@@ -15,21 +15,23 @@ its days only and is written only when its bytes change.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
 import shlex
-import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brainmap.collectors import redact
+from brainmap.analysis import one_line
+from brainmap.collectors.secrets import redact
 from brainmap.config import Config, LibraryConfig
 from brainmap.errors import UserError
-from brainmap.safefile import atomic_write, library_lock, read_regular, slugify
+from brainmap.markdown import cut
+from brainmap.safefile import atomic_write, library_lock, read_regular, safe_folder, slugify
 
 MAX_TRANSCRIPT_READ = 64 * 1024 * 1024  # one append reads at most this much of a transcript
 MAX_DAY_BYTES = 8 * 1024 * 1024
@@ -37,7 +39,11 @@ LINE_CHARS = 200  # each item of a section
 MOST = {"asked": 10, "created": 20, "edited": 20, "ran": 12, "saved": 10, "error": 5}
 AGENT_LINES, AGENT_CHARS = 3, 400
 STATE_DAYS = 30  # session cursors older than this are dropped
-GITATTRIBUTES = "*.md merge=union\n"
+MIN_YEAR, MAX_YEAR = 1970, 9000  # times outside are not believed
+LOCK_WAIT_S = 3.0  # a hook waits this long for another session's append, then leaves it
+# Days are append-only, so git's union merge keeps both machines' sections; rollups are
+# rewritten, so they merge (or conflict) as usual and are rendered again from the days.
+GITATTRIBUTES = "*/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9].md merge=union\n"
 # Tools with subcommands: "git commit" says more than "git".
 _SUBCOMMANDS = {
     "git", "gh", "docker", "podman", "kubectl", "helm", "npm", "pnpm", "yarn", "bun", "cargo",
@@ -45,10 +51,13 @@ _SUBCOMMANDS = {
     "terraform", "dotnet", "mvn", "gradle", "brainmap", "claude", "conda", "nix", "rustup",
 }  # fmt: skip
 _WRAPPERS = {"sudo", "env", "time", "nohup", "nice", "exec", "command", "xargs"}
-_PLAIN_WORD = re.compile(r"^[a-z][a-z0-9:_-]{0,30}$")
+MAX_COMMAND = 4096  # of a command line (a heredoc can be megabytes) and of an error read
+MAX_PATH = 1024
+_EXIT_CODE = re.compile(r"Exit code -?\d+")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+_PLAIN_WORD = re.compile(r"[a-z][a-z0-9:_-]{0,30}")
 _SYNTHETIC = re.compile(r"^\s*<(local-command|command-|task-notification|system-reminder|bash-)")
 _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<\s]{1,80})\s*</command-name>")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HEADING = re.compile(
     r"^## (?P<start>\d\d:\d\d)[–-](?P<end>\d\d:\d\d) session (?P<id>\S+)(?P<cont> \(continued\))?$"
 )
@@ -87,42 +96,23 @@ def read_transcript(path: Path, offset: int, root: Path | None) -> tuple[Activit
     complete line (a line still being written is read next time). Paths inside ``root``
     are shown relative to it. Unknown or malformed lines are skipped."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return Activity(), offset
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # a FIFO there must not hang the agent's hook
-            return Activity(), offset
-        if info.st_size < offset:  # replaced or truncated: read it again from the start
+        if os.stat(path).st_size < offset:  # replaced or truncated: read it from the start
             offset = 0
-        os.lseek(fd, offset, os.SEEK_SET)
-        data = _read_exactly(fd, min(info.st_size - offset, MAX_TRANSCRIPT_READ))
-    except OSError:
+        data = read_regular(path, MAX_TRANSCRIPT_READ, offset)
+    except OSError:  # gone, unreadable, or not a regular file (a FIFO must not hang a hook)
         return Activity(), offset
-    finally:
-        os.close(fd)
     end = data.rfind(b"\n") + 1
+    if end == 0 and len(data) == MAX_TRANSCRIPT_READ:
+        return Activity(), offset + len(data)  # one line longer than the window: skip it
     reader = _Reader(root)
-    for raw in data[:end].splitlines():
+    for raw in data[:end].split(b"\n"):
         try:
             item = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # malformed, or nested beyond any real line
             continue
         if isinstance(item, dict):
             reader.line(item)
     return reader.activity, offset + end
-
-
-def _read_exactly(fd: int, count: int) -> bytes:
-    chunks = []
-    while count > 0:
-        chunk = os.read(fd, min(count, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        count -= len(chunk)
-    return b"".join(chunks)
 
 
 class _Reader:
@@ -131,7 +121,8 @@ class _Reader:
     def __init__(self, root: Path | None) -> None:
         self.activity = Activity()
         self.root = root
-        self.tools: dict[str, tuple[str, str]] = {}  # tool_use id -> (label, file it writes)
+        # tool_use id -> (label, the file it writes or edits, which counter counts it)
+        self.tools: dict[str, tuple[str, str, str]] = {}
         self.home = str(Path.home())
 
     def line(self, item: dict[str, Any]) -> None:
@@ -181,43 +172,48 @@ class _Reader:
             return
         name, args = str(block.get("name", "")), block.get("input")
         args = args if isinstance(args, dict) else {}
-        label, written = name, ""
+        label, written, counter = name, "", ""
         if name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
-            written = self.shown(str(args.get("file_path") or args.get("notebook_path") or ""))
-            if written and name != "Write":
-                self.activity.edited[written] += 1
+            raw = args.get("file_path") or args.get("notebook_path") or ""
+            written = self.shown(str(raw)[:MAX_PATH])
+            counter = "created" if name == "Write" else "edited"
+            if written and counter == "edited":
+                self.activity.edited[written] += 1  # taken back if its result is an error
             label = f"{name} {written}"
         elif name == "Bash":
-            command = str(args.get("command", ""))
+            command = str(args.get("command", ""))[:MAX_COMMAND]
             words = command_words(command)
             for word in words:
                 self.activity.ran[word] += 1
-            label = words[0] if words else "Bash"
+            label = words[-1] if words else "Bash"  # `cd x && pytest` fails in pytest
             self._saved_by_cli(command)
         elif re.fullmatch(r"mcp__.*brainmap.*__(save|ingest)", name):
             title = str(args.get("title") or args.get("text") or "").strip()
             if title:
                 self._saved(title.splitlines()[0], str(args.get("type") or "note"))
-        self.tools[str(block.get("id", ""))] = (label, written if name == "Write" else "")
+        self.tools[str(block.get("id", ""))] = (label, written, counter)
 
     def _result(self, block: dict[str, Any], result: Any) -> None:
-        label, written = self.tools.get(str(block.get("tool_use_id", "")), ("tool", ""))
+        label, written, counter = self.tools.get(str(block.get("tool_use_id", "")),
+                                                 ("tool", "", ""))  # fmt: skip
         if block.get("is_error"):
-            text = _result_text(block.get("content"))
-            first = next((line.strip() for line in text.splitlines() if line.strip()), "error")
+            if written and counter == "edited":
+                self.activity.edited[written] -= 1
+                if self.activity.edited[written] <= 0:
+                    del self.activity.edited[written]
+            lines = _result_text(block.get("content"))[:MAX_COMMAND].splitlines()
+            # a failed command's output starts with "Exit code N": the reason comes after
+            said = [line.strip() for line in lines if line.strip()]
+            said = [line for line in said if not _EXIT_CODE.fullmatch(line)] or said or ["error"]
             if len(self.activity.errors) < MOST["error"]:
-                self.activity.errors.append(f"{label}: {first}")
+                self.activity.errors.append(f"{label}: {said[0]}")
             return
-        if written:  # a Write that succeeded: created, unless it replaced a file
+        if written and counter == "created":  # a Write that succeeded, unless it replaced a file
             updated = isinstance(result, dict) and result.get("type") == "update"
             (self.activity.edited if updated else self.activity.created)[written] += 1
 
     def _saved_by_cli(self, command: str) -> None:
-        for part in _commands(command):
-            try:
-                words = shlex.split(part)
-            except ValueError:
-                continue
+        for words in simple_commands(command):
             if len(words) >= 3 and Path(words[0]).name == "brainmap" and words[1] == "save":
                 kind = "note"
                 for i, word in enumerate(words[:-1]):
@@ -243,11 +239,15 @@ class _Reader:
 
 
 def _timestamp(value: Any) -> dt.datetime | None:
+    """An ISO time of a transcript line (None unless it is one, in a year a diary can file:
+    the days around it must exist in every time zone)."""
     if not isinstance(value, str):
         return None
     try:
         when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
+        return None
+    if not MIN_YEAR <= when.year <= MAX_YEAR:
         return None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
@@ -262,31 +262,61 @@ def _result_text(content: Any) -> str:
     return ""
 
 
-def _commands(command: str) -> list[str]:
-    return [p.strip() for p in re.split(r"&&|\|\||[;|\n]", command) if p.strip()]
+_SEPARATORS = {";", ";;", "&", "&&", "|", "||", "|&", "\n", "(", ")"}
+_COMMAND = re.compile(r"[a-z0-9_][a-z0-9_.+-]{0,23}")  # what an executable is called
+
+
+def simple_commands(command: str) -> list[list[str]]:
+    """The words of each simple command of a shell line, as the shell splits them: quotes
+    kept whole, the bodies of heredocs and the targets of redirections left out. A line the
+    shell could not parse gives none (an argument must never pass for a command)."""
+    lines: list[str] = []
+    until: str | None = None
+    for line in command[:MAX_COMMAND].split("\n"):
+        if until is not None:
+            if line.strip() == until:
+                until = None
+            continue
+        heredoc = _HEREDOC.search(line)
+        until = heredoc.group(1) if heredoc else None
+        lines.append(line)
+    lexer = shlex.shlex("\n".join(lines), posix=True, punctuation_chars=";&|()<>\n")
+    lexer.whitespace, lexer.whitespace_split = " \t\r", True
+    out: list[list[str]] = [[]]
+    skip = False
+    try:
+        for token in lexer:
+            if skip:
+                skip = False
+            elif token in _SEPARATORS:
+                out.append([])
+            elif token and set(token) <= set("<>&"):  # a redirection: the next word is its file
+                skip = True
+            else:
+                out[-1].append(token)
+    except ValueError:  # unbalanced quotes
+        return []
+    return [words for words in out if words]
 
 
 def command_words(command: str) -> list[str]:
     """The first words of each command in a shell line: ``cd x && git commit -m y | tee``
     gives ``cd``, ``git commit``, ``tee``. Never an argument (they may hold secrets)."""
     out = []
-    for part in _commands(command):
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            words = part.split()
-        words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
+    for simple in simple_commands(command):
+        words = [w for w in simple if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
         while words and words[0] in _WRAPPERS:
             words = words[1:]
         if not words:
             continue
-        first = Path(words[0]).name[:40]
-        if not _PLAIN_WORD.match(first) and not re.match(r"^[\w.+-]{1,40}$", first):
+        first = Path(words[0]).name
+        if not _COMMAND.fullmatch(first):
             continue
-        if first in _SUBCOMMANDS and len(words) > 1 and _PLAIN_WORD.match(words[1]):
+        if first in _SUBCOMMANDS and len(words) > 1 and _PLAIN_WORD.fullmatch(words[1]):
             first = f"{first} {words[1]}"
         elif first.startswith("python") and len(words) > 2 and words[1] == "-m":
-            first = f"{first} -m {Path(words[2]).name[:40]}"
+            module = words[2]
+            first = f"{first} -m {module}" if _COMMAND.fullmatch(module) else first
         out.append(first)
     return out
 
@@ -313,11 +343,7 @@ def diary_library(cfg: Config) -> LibraryConfig:
 
 def project_folder(cfg: Config, project: str) -> str:
     """``<folder>/<project slug>``, relative to the diary library."""
-    return "/".join(p for p in (_safe_rel(cfg.diary.folder), slugify(project)) if p)
-
-
-def _safe_rel(folder: str) -> str:
-    return "/".join(slugify(part) for part in re.split(r"[\\/]+", folder) if part.strip(". "))
+    return (safe_folder(cfg.diary.folder) / slugify(project)).as_posix()
 
 
 def day_path(cfg: Config, project: str, day: dt.date) -> str:
@@ -335,8 +361,9 @@ def day_header(project: str, day: dt.date) -> str:
 
 
 def _line(text: str, limit: int = LINE_CHARS) -> str:
-    """One bounded line of plain text, secrets removed."""
-    text = redact(_CONTROL.sub(" ", text)).strip()
+    """One bounded line of plain text, secrets removed. The scrubber reads a window well past
+    the limit, so that a secret that starts before the cut is still seen whole."""
+    text = redact(one_line(text[: limit * 8]))
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -368,9 +395,11 @@ def render_section(session: str, act: Activity, *, continued: bool, zone: dt.tzi
         lines.append(f"- Ran: {_items(act.ran, MOST['ran'])}")
     lines += [f"- Saved: {_line(title)}" for title in act.saved]
     lines += [f"- Error: {_line(error)}" for error in act.errors]
-    agent = [line.strip() for line in act.agent.splitlines() if line.strip()][:AGENT_LINES]
+    # each line scrubbed apart: joined, "KEY\n= value" would no longer read as an assignment
+    agent = [_line(line, AGENT_CHARS) for line in act.agent[: AGENT_CHARS * 8].splitlines()]
+    agent = [line for line in agent if line][:AGENT_LINES]
     if agent:
-        lines.append(f"- Agent: {_line(' / '.join(agent), AGENT_CHARS)}")
+        lines.append(f"- Agent: {cut(' / '.join(agent), AGENT_CHARS)}")
     return "\n".join(lines) + "\n"
 
 
@@ -381,8 +410,10 @@ class _Cursor:
 
 
 def _cursor_path(home: Path, session: str) -> Path:
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", session)[:120] or "unknown"
-    return home / "state" / "sessions" / f"{name}.json"
+    """One file per session id: readable, and distinct for ids that read alike."""
+    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", session)[:80]
+    return home / "state" / "sessions" / f"{name}-{digest}.json"
 
 
 def _read_cursor(home: Path, session: str) -> _Cursor | None:
@@ -435,16 +466,19 @@ def append_session(
     transcript: Path | None,
     last_message: str | None = None,
 ) -> Appended:
-    """Append what the session did since its last append to the project's diary of today
-    (the day its span ended, in local time). Under the diary library's lock, so that
-    concurrent sessions both land; the file is rewritten atomically with the old bytes
-    unchanged and the section added at the end."""
+    """Append what the session did since its last append to the project's diary of the day
+    its span ended (local time). The transcript is read first; the write happens under the
+    diary library's lock (waited for at most ``LOCK_WAIT_S``), so that concurrent sessions
+    both land: the file is rewritten atomically with its old bytes unchanged and the section
+    added at the end. A day over ``MAX_DAY_BYTES`` is not appended to."""
     lib = diary_library(cfg)
-    with library_lock(cfg.home, lib.name):
-        cursor = _read_cursor(cfg.home, session) or _Cursor()
-        act, offset = (
-            read_transcript(transcript, cursor.offset, root) if transcript else (Activity(), 0)
-        )
+    cursor = _read_cursor(cfg.home, session) or _Cursor()
+    act, offset = _read_span(transcript, cursor, root)
+    with library_lock(cfg.home, lib.name, timeout_s=LOCK_WAIT_S):
+        now = _read_cursor(cfg.home, session) or _Cursor()
+        if now != cursor:  # another hook of this session appended meanwhile: read from there
+            cursor = now
+            act, offset = _read_span(transcript, cursor, root)
         if last_message and act.substantive:
             act.agent = last_message  # the transcript may not hold the final message yet
         if not act.substantive:
@@ -456,27 +490,38 @@ def append_session(
         rel = day_path(cfg, project, day)
         path = lib.path / rel
         try:
-            old = read_regular(path, MAX_DAY_BYTES).decode("utf-8", "replace")
+            old = read_regular(path, MAX_DAY_BYTES + 1)
         except FileNotFoundError:
-            old = ""
+            old = b""
         except OSError as exc:
             raise UserError(f"cannot read the diary {path}: {exc}") from exc
+        if len(old) > MAX_DAY_BYTES:
+            raise UserError(
+                f"the diary day {path} is over {MAX_DAY_BYTES // 2**20} MB: not appended"
+            )
         if not old:
             _ensure_gitattributes(cfg, lib)
-        text = old or day_header(project, day)
-        if not text.endswith("\n"):
-            text += "\n"
+        data = old or day_header(project, day).encode("utf-8")
+        if not data.endswith(b"\n"):
+            data += b"\n"
         section = render_section(session, act, continued=cursor.sections > 0, zone=zone)
-        atomic_write(lib.path, path, (text + "\n" + section).encode("utf-8"))
+        # bytes, not text: what was there stays exactly as it was, whatever its encoding
+        atomic_write(lib.path, path, data + b"\n" + section.encode("utf-8"))
+        # a crash right here writes this span again next time: a duplicate, never a loss
         _write_cursor(cfg.home, session, _Cursor(offset, cursor.sections + 1))
         return Appended(lib.name, rel, cursor.sections + 1)
+
+
+def _read_span(transcript: Path | None, cursor: _Cursor, root: Path | None) -> tuple[Activity, int]:
+    if transcript is None:
+        return Activity(), cursor.offset
+    return read_transcript(transcript, cursor.offset, root)
 
 
 def _ensure_gitattributes(cfg: Config, lib: LibraryConfig) -> None:
     """``<folder>/.gitattributes`` with ``merge=union``: two machines' appends to one day
     merge line by line, without a conflict. Written once; a user's own file is kept."""
-    rel = _safe_rel(cfg.diary.folder)
-    path = lib.path / rel / ".gitattributes" if rel else lib.path / ".gitattributes"
+    path = lib.path / safe_folder(cfg.diary.folder) / ".gitattributes"
     if not path.exists():
         atomic_write(lib.path, path, GITATTRIBUTES.encode())
 
@@ -496,9 +541,10 @@ class Section:
 
 
 def parse_day(day: dt.date, text: str) -> list[Section]:
-    """The sections of a day file (lines that are not the diary's own format are ignored)."""
+    """The sections of a day file (lines that are not the diary's own format are ignored).
+    Lines end at newlines only: no other character can start a forged section."""
     out: list[Section] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):
         heading = _HEADING.match(line)
         if heading:
             out.append(Section(day, heading["start"], heading["id"], bool(heading["cont"]), {}))
@@ -574,6 +620,8 @@ def days_of(project_dir: Path) -> Iterator[tuple[dt.date, Path]]:
                     day = dt.date(int(year), int(month), int(match[1]))
                 except ValueError:
                     continue
+                if not MIN_YEAR <= day.year <= MAX_YEAR:
+                    continue  # a file put there by hand: its week or month may not exist
                 yield day, project_dir / year / month / name
 
 
@@ -583,7 +631,7 @@ def projects(cfg: Config) -> list[str]:
         lib = diary_library(cfg)
     except UserError:
         return []
-    base = lib.path / _safe_rel(cfg.diary.folder)
+    base = lib.path / safe_folder(cfg.diary.folder)
     try:
         return sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
                       and not e.name.startswith("."))  # fmt: skip
@@ -598,6 +646,7 @@ def roll_up(
     kinds: tuple[str, ...] = ("week", "month"),
     project: str | None = None,
     today: dt.date | None = None,
+    lock_timeout_s: float | None = None,
 ) -> list[Written]:
     """Write the rollups whose days changed: every period with days, or (``completed_only``,
     as reindex and SessionStart do) the periods that ended before today. Cheap when nothing
@@ -609,9 +658,9 @@ def roll_up(
         return []
     written: list[Written] = []
     slugs = [slugify(project)] if project else projects(cfg)
-    with library_lock(cfg.home, lib.name):
+    with library_lock(cfg.home, lib.name, timeout_s=lock_timeout_s):
         for slug in slugs:
-            base = lib.path / _safe_rel(cfg.diary.folder) / slug
+            base = lib.path / safe_folder(cfg.diary.folder) / slug
             days = list(days_of(base))
             for kind in kinds:
                 periods: dict[str, tuple[Period, list[tuple[dt.date, Path]]]] = {}
@@ -622,28 +671,37 @@ def roll_up(
                     if completed_only and period.last >= today:
                         continue
                     target = base / f"{period.label}.md"
-                    if completed_only and not _behind(target, [p for _, p in members]):
+                    digest = days_digest(members)
+                    if completed_only and _made_from(target) == digest:
                         continue
-                    text = render_rollup(slug, period, members)
+                    text = render_rollup(slug, period, members, digest)
                     if atomic_write(lib.path, target, text.encode("utf-8")):
                         rel = target.relative_to(lib.path).as_posix()
                         written.append(Written(lib.name, rel, slug))
     return written
 
 
-def _behind(target: Path, days: list[Path]) -> bool:
-    """Whether a rollup is missing or older than one of its days (stat only)."""
-    try:
-        made = target.stat().st_mtime_ns
-    except OSError:
-        return True
-    for path in days:
+def days_digest(members: list[tuple[dt.date, Path]]) -> str:
+    """What a rollup is made from, by stat alone: each day's date and size (days are
+    append-only, and sizes, unlike times, are the same on every machine after a git pull)."""
+    parts = []
+    for day, path in sorted(members):
         try:
-            if path.stat().st_mtime_ns > made:
-                return True
+            parts.append(f"{day.isoformat()}:{path.stat().st_size}")
         except OSError:
-            return True
-    return False
+            parts.append(f"{day.isoformat()}:-")
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
+def _made_from(target: Path) -> str | None:
+    """The days digest a rollup says it was made from (None when missing or unreadable,
+    as after a merge that mixed two versions)."""
+    try:
+        head = read_regular(target, 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = re.findall(r"^days: ([0-9a-f]{16})$", head, re.MULTILINE)
+    return found[0] if len(found) == 1 else None
 
 
 def _project_of(text: str, fallback: str) -> str:
@@ -658,8 +716,11 @@ def _project_of(text: str, fallback: str) -> str:
     return fallback
 
 
-def render_rollup(slug: str, period: Period, members: list[tuple[dt.date, Path]]) -> str:
-    """The rollup of one period from its day files (deterministic: same days, same bytes)."""
+def render_rollup(
+    slug: str, period: Period, members: list[tuple[dt.date, Path]], digest: str
+) -> str:
+    """The rollup of one period from its day files (deterministic: same days, same bytes);
+    ``digest`` (:func:`days_digest`) is written into its frontmatter."""
     sections: list[Section] = []
     project = slug
     for day, path in sorted(members):
@@ -693,6 +754,7 @@ def render_rollup(slug: str, period: Period, members: list[tuple[dt.date, Path]]
         f"project: {json.dumps(project, ensure_ascii=False)}",
         f"created: {period.last.isoformat()}",
         f"period: {period.label}",
+        f"days: {digest}",
         "---",
         f"# {_line(project)}, {name} {period.label} ({period.first} to {period.last})",
         "",

@@ -485,13 +485,15 @@ def _index_file(
         for ch in parsed.chunks
     ]
     graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
-    from brainmap.collectors import narrative
+    said = []
+    # a diary tells what a session did, not how things are: no narrative claims from it
+    if parsed.type != "diary":
+        from brainmap.collectors import narrative
 
-    try:
-        said = narrative.collect(text, parsed, projects(found.rel))
-    except Exception as exc:  # a collector bug must not keep the note out of the info root
-        said = []
-        record.warnings.append(f"facts not read: {type(exc).__name__}: {exc}")
+        try:
+            said = narrative.collect(text, parsed, projects(found.rel))
+        except Exception as exc:  # a collector bug must not keep the note out of the info root
+            record.warnings.append(f"facts not read: {type(exc).__name__}: {exc}")
     observations = records(said, found.rel, mtime_iso, source_rev)
     store.put_entry(
         record, chunks, rewrite=full, new=old is None, graph=graph, observations=observations

@@ -29,9 +29,10 @@ class Project:
     """A project: its name, its root folder, and the libraries that belong to it."""
 
     name: str
-    root: Path
+    root: Path  # the main worktree of its repository, else the directory
     libraries: tuple[str, ...]  # configured libraries inside the root, or holding it
     git: bool  # the root is a git repository's main worktree
+    checkout: Path | None = None  # the worktree the directory is in (its files' paths)
 
     @property
     def known(self) -> bool:
@@ -39,34 +40,28 @@ class Project:
         return self.git or bool(self.libraries)
 
     def relative(self, path: Path) -> str | None:
-        """``path`` relative to the project's root (posix), or None when outside it."""
-        if self.root == Path():
+        """``path`` relative to the worktree it is in (posix), or None when outside it."""
+        base = self.checkout or self.root
+        if base == Path():
             return None
         try:
-            return path.absolute().relative_to(self.root).as_posix()
+            return _real(path).relative_to(base).as_posix()
         except ValueError:
             return None
 
 
 def identify(cfg: Config, directory: Path) -> Project:
     """The project of ``directory`` (see the module docstring)."""
-    directory = directory.absolute()
-    found = git_root(directory)
-    root = found or directory
-    libs = [
-        lib
-        for lib in cfg.libraries
-        if lib.name != GLOBAL_LIBRARY and _holds(lib.path.absolute(), root)
-    ]
-    owner = max(libs, key=lambda lib: len(lib.path.absolute().parts), default=None)
-    name = owner.name if owner is not None else _folder_name(root)
-    inside = [
-        lib.name
-        for lib in cfg.libraries
-        if lib.name != GLOBAL_LIBRARY and _holds(root, lib.path.absolute())
-    ]
-    members = tuple(dict.fromkeys([*(lib.name for lib in libs), *inside]))
-    return Project(name, root, members, found is not None)
+    directory = _real(directory)
+    found = find_checkout(directory)
+    root = found.main if found else directory
+    folders = {lib.name: _real(lib.path) for lib in cfg.libraries if lib.name != GLOBAL_LIBRARY}
+    holding = [name for name, folder in folders.items() if _holds(folder, root)]
+    owner = max(holding, key=lambda name: len(folders[name].parts), default=None)
+    inside = [name for name, folder in folders.items() if _holds(root, folder)]
+    members = tuple(dict.fromkeys([*holding, *inside]))
+    return Project(owner or _folder_name(root), root, members, found is not None,
+                   found.folder if found else None)  # fmt: skip
 
 
 def named(cfg: Config, name: str) -> Project:
@@ -80,6 +75,14 @@ def resolve(cfg: Config, name: str) -> Project:
     return identify(cfg, Path.cwd()) if name == "." else named(cfg, name)
 
 
+def _real(path: Path) -> Path:
+    """The path with symlinks resolved (a symlinked checkout is the same project)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop: as it is
+        return path.absolute()
+
+
 def _holds(folder: Path, path: Path) -> bool:
     return path == folder or path.is_relative_to(folder)
 
@@ -89,48 +92,60 @@ def _folder_name(root: Path) -> str:
     return name or "root"
 
 
-def git_root(directory: Path) -> Path | None:
-    """The main worktree of the git repository holding ``directory`` (None outside git).
+@dataclass(frozen=True)
+class Checkout:
+    """A git working tree: its folder, its git dir, and the repository's common git dir."""
 
-    A linked worktree's ``.git`` is a file naming ``<common>/worktrees/<name>``, whose
-    ``commondir`` leads back to the common git dir; its parent is the main worktree. A bare
-    repository's common dir is its own root.
-    """
+    folder: Path
+    gitdir: Path
+    common: Path
+
+    @property
+    def main(self) -> Path:
+        """The repository's main worktree: the folder of the common ``.git`` (a bare
+        repository's common dir is its own root)."""
+        return self.common.parent if self.common.name == ".git" else self.common
+
+
+def find_checkout(directory: Path) -> Checkout | None:
+    """The working tree holding ``directory`` (None outside git). A linked worktree's
+    ``.git`` is a file naming ``<common>/worktrees/<name>``, whose ``commondir`` leads back
+    to the common git dir."""
     for folder in (directory, *directory.parents):
         dot_git = folder / ".git"
         try:
             if dot_git.is_dir():
-                return folder
-            if dot_git.is_file():
-                common = _common_dir(dot_git, folder)
-                return _main_worktree(common) if common is not None else folder
+                return Checkout(folder, dot_git, dot_git)
+            if not dot_git.is_file():
+                continue
         except OSError:  # an unreadable folder on the way up: not inside it
             return None
+        match = re.match(r"gitdir:\s*(.+)", _read_small(dot_git) or "")
+        if match is None:
+            return None  # a .git that is neither a folder nor a git file: not a repository
+        gitdir = Path(match.group(1).strip())
+        gitdir = gitdir if gitdir.is_absolute() else folder / gitdir
+        common = _read_small(gitdir / "commondir")
+        # no commondir: a submodule's or a separate git dir, a repository of its own
+        base = Path(os.path.normpath(gitdir / common)) if common else folder / ".git"
+        return Checkout(folder, gitdir, base)
     return None
+
+
+def git_root(directory: Path) -> Path | None:
+    """The main worktree of the git repository holding ``directory`` (None outside git)."""
+    found = find_checkout(directory)
+    return found.main if found else None
 
 
 def git_head(directory: Path) -> str | None:
-    """The commit the HEAD of the repository holding ``directory`` is at (a worktree's own
-    HEAD), or None: outside git, before the first commit, or when it cannot be read."""
-    for folder in (directory, *directory.parents):
-        dot_git = folder / ".git"
-        try:
-            if dot_git.is_dir():
-                gitdir = dot_git
-            elif dot_git.is_file():
-                match = re.match(r"gitdir:\s*(.+)", _read_small(dot_git) or "")
-                if match is None:
-                    return None
-                gitdir = Path(match.group(1).strip())
-                gitdir = gitdir if gitdir.is_absolute() else folder / gitdir
-            else:
-                continue
-        except OSError:
-            return None
-        common = _read_small(gitdir / "commondir")
-        base = Path(os.path.normpath(gitdir / common)) if common else gitdir
-        return _resolve_head(gitdir, base)
-    return None
+    """The commit the HEAD of the worktree holding ``directory`` is at, or None: outside
+    git, before the first commit, or when it cannot be read."""
+    found = find_checkout(directory)
+    if found is None:
+        return None
+    common = found.gitdir if found.common == found.folder / ".git" else found.common
+    return _resolve_head(found.gitdir, common)
 
 
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -164,23 +179,3 @@ def _read_small(path: Path, limit: int = _MAX_GIT_FILE) -> str | None:
         return read_regular(path, limit).decode("utf-8", "replace").strip()
     except OSError:
         return None
-
-
-def _common_dir(dot_git: Path, folder: Path) -> Path | None:
-    """The common git dir of the worktree whose ``.git`` file is ``dot_git``."""
-    text = _read_small(dot_git)
-    match = re.match(r"gitdir:\s*(.+)", text or "")
-    if match is None:
-        return None
-    gitdir = Path(match.group(1).strip())
-    gitdir = gitdir if gitdir.is_absolute() else (folder / gitdir)
-    common = _read_small(gitdir / "commondir")
-    if common is None:  # a submodule's or a separate git dir: its own repository
-        return None
-    path = Path(common)
-    return Path(os.path.normpath(path if path.is_absolute() else gitdir / path))
-
-
-def _main_worktree(common: Path) -> Path:
-    """The folder a common git dir belongs to: the parent of ``.git``, else (bare) itself."""
-    return common.parent if common.name == ".git" else common

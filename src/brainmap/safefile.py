@@ -18,7 +18,7 @@ import tempfile
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 TEMP_PREFIX = ".brainmap-tmp-"
@@ -52,18 +52,42 @@ def safe_folder(folder: str | None) -> Path:
     return Path(*parts) if parts else Path()
 
 
+class LockTimeout(OSError):
+    """Another process held a lock for longer than the caller could wait."""
+
+
 @contextmanager
-def library_lock(home: Path, library: str) -> Iterator[None]:
-    """Serialises writers of one library across processes: the dedup check, the write and
-    the index update of a save (or the read-modify-write of a merge) form one step."""
-    folder = home / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{slugify(library)}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def file_lock(path: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes; waits for it as long as it takes, or
+    at most ``timeout_s`` (then :class:`LockTimeout`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        if timeout_s is None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise LockTimeout(
+                            errno.EAGAIN, "held by another process", str(path)
+                        ) from None
+                    time.sleep(0.02)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def library_lock(
+    home: Path, library: str, timeout_s: float | None = None
+) -> AbstractContextManager[None]:
+    """Serialises writers of one library across processes: the dedup check, the write and
+    the index update of a save (or the read-modify-write of a merge) form one step."""
+    return file_lock(home / "locks" / f"{slugify(library)}.lock", timeout_s)
 
 
 class UnsafePathError(ValueError):
@@ -159,13 +183,16 @@ class NotRegularError(OSError):
     """A path that should hold a file holds something else (a FIFO, a socket, a device)."""
 
 
-def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file, at most ``limit`` of them. A FIFO, socket or device put
-    where a file was raises :class:`NotRegularError` at once instead of blocking the read."""
+def read_regular(path: Path, limit: int, offset: int = 0) -> bytes:
+    """The bytes of a regular file from ``offset`` on, at most ``limit`` of them. A FIFO,
+    socket or device put where a file was raises :class:`NotRegularError` at once instead of
+    blocking the read."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularError(errno.EINVAL, "not a regular file", str(path))
+        if offset:
+            os.lseek(fd, offset, os.SEEK_SET)
         chunks, left = [], limit
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))

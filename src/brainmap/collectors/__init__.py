@@ -59,7 +59,7 @@ _SECRET_VALUE = re.compile(
 # the parts of a variable name that say it holds a secret: DB_PASS, MYSQL_PWD, SIGNING_KEY
 _SECRET_PARTS = {"pass", "passwd", "password", "passphrase", "pw", "pwd", "secret", "secrets",
                  "token", "key", "apikey", "credential", "credentials", "dsn", "auth", "cert",
-                 "private"}  # fmt: skip
+                 "private", "cookie"}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -91,7 +91,8 @@ def keep(obs: Observation) -> bool:
 def is_secret_name(name: str) -> bool:
     """Whether a variable or key name says it holds a secret (``DB_PASS``, ``API_TOKEN``,
     ``SIGNING_KEY``)."""
-    parts = re.split(r"[^a-z0-9]+", name.lower())
+    camel = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)  # AccountKey, apiToken
+    parts = re.split(r"[^a-z0-9]+", camel.lower())
     return bool(_SECRET_PARTS.intersection(parts)) or _SECRET.search(name) is not None
 
 
@@ -110,11 +111,19 @@ def _scrub_key(key: str) -> str:
     return f"{kind}{sep}{scrub(value)}" if sep else scrub(kind)
 
 
+def drop_userinfo(url: str) -> str:
+    """``scheme://user:pw@host/path`` -> ``scheme://host/path``. A password may hold '@' or
+    '/': the host follows the last '@'."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    return f"{scheme}://{rest[rest.rfind('@') + 1 :]}"
+
+
 def _scrub_word(word: str) -> str:
-    at = word.rfind("@")  # a password may hold '@' or '/': the host follows the last '@'
+    at = word.rfind("@")
     if "://" in word:
-        scheme, _, rest = word.partition("://")
-        rest = rest[at - len(scheme) - 2 :] if at > len(scheme) + 2 else rest
+        scheme, _, rest = drop_userinfo(word).partition("://")
         host = re.split(r"[/?#]", rest, maxsplit=1)[0]
         return f"{scheme}://{host}"
     if at < 0:
@@ -122,57 +131,6 @@ def _scrub_word(word: str) -> str:
     if word.startswith("//"):
         return "//" + word[at + 1 :]
     return word[at + 1 :] if ":" in word[:at] else word
-
-
-REDACTED = "[redacted]"
-# Credentials by their published shapes (GitHub, GitLab, Slack, OpenAI/Anthropic-style "sk-",
-# AWS access keys, Google API keys, npm, Hugging Face, Stripe, JWTs), and PEM private keys.
-_TOKEN = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}"
-    r"|glpat-[A-Za-z0-9_-]{20,255}|xox[abposr]-[A-Za-z0-9-]{10,255}"
-    r"|sk-[A-Za-z0-9_-]{20,255}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,255}"
-    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{30,255}"
-    r"|eyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048})"
-)
-_PEM = re.compile(
-    r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:.{0,20000}?-----END [A-Z ]{0,40}-----|.{0,20000})",
-    re.DOTALL,
-)
-_AUTH = re.compile(r"\b(Bearer|Basic|Token)(\s{1,8})[A-Za-z0-9._~+/=-]{8,4096}", re.IGNORECASE)
-# NAME=value, NAME: value, "name": "value", --name=value and --name value, where NAME says secret
-_VALUE = r"""(?P<value>"[^"\n]{1,4096}"|'[^'\n]{1,4096}'|[^\s"',;&|)]{1,4096})"""
-_ASSIGNED = re.compile(
-    r"""(?P<key>["']?(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})["']?)(?P<sep>\s{0,4}[=:]\s{0,4})"""
-    + _VALUE
-)
-_OPTION = re.compile(
-    r"(?P<key>(?<![\w-])--?(?P<name>[A-Za-z][A-Za-z0-9_-]{0,80}))(?P<sep>\s{1,4})" + _VALUE
-)
-
-
-def redact(text: str) -> str:
-    """Free text without secrets, for what brainmap writes from an agent's session (the
-    diary): private keys, credential-shaped tokens, ``Authorization`` values, values of
-    secret-named variables and options (``API_TOKEN=...``, ``--password x``,
-    ``"secret": "..."``) and passwords in URLs become ``[redacted]``. Linear time."""
-    text = _PEM.sub("[redacted private key]", text)
-    text = _TOKEN.sub(REDACTED, text)
-    text = _AUTH.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = _ASSIGNED.sub(_redact_assignment, text)
-    text = _OPTION.sub(_redact_assignment, text)
-    if "@" in text and "://" in text:
-        text = re.sub(r"\b([a-z][a-z0-9+.-]{0,20}://)[^\s/@]{1,512}@", r"\1", text)
-    return text
-
-
-def _redact_assignment(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if not is_secret_name(match.group("name")) or value.strip("\"'") in ("", REDACTED):
-        return match.group(0)
-    if value.startswith(("$", "-", "<", ">")):  # a reference ($TOKEN), an option, a pipe
-        return match.group(0)
-    quote = value[0] if value[0] in "\"'" else ""
-    return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
 
 
 def only_safe(observations: list[Observation]) -> list[Observation]:

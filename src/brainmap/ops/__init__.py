@@ -48,9 +48,17 @@ __all__ = [
 
 
 def load_all() -> None:
-    """Import every op module, so that the table is complete (in its order)."""
+    """Import every op module, so that the table is complete, and put it in ``MODULES``
+    order (modules register as they are imported, and a CLI call imports only its own)."""
+    from brainmap.ops.core import OPS
+
     for module in MODULES:
         importlib.import_module(f"brainmap.ops.{module}")
+    rank = {f"brainmap.ops.{module}": i for i, module in enumerate(MODULES)}
+    ordered = sorted(OPS.values(), key=lambda o: rank[o.func.__module__])  # stable: in-module order
+    if list(OPS.values()) != ordered:
+        OPS.clear()
+        OPS.update((o.name, o) for o in ordered)
 
 
 def __getattr__(name: str) -> Any:

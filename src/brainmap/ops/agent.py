@@ -42,7 +42,7 @@ HOOKS: tuple[tuple[str, str | None, int], ...] = (
     ("SessionEnd", None, 5),
 )
 MCP_NAME = "brainmap"
-_OURS = re.compile(r"brainmap\S*\s.*\bhook\s+(\w+)\s*$")
+EVENTS = tuple(dict.fromkeys(event for event, _, _ in HOOKS))
 MAX_SETTINGS = 5_000_000
 
 
@@ -72,12 +72,31 @@ def wanted_hooks(base: list[str], prompt: bool) -> list[tuple[str, str | None, d
 
 
 def is_ours(handler: Any) -> bool:
-    """A hook handler that runs ``brainmap ... hook EVENT``."""
-    return (
-        isinstance(handler, dict)
-        and isinstance(handler.get("command"), str)
-        and _OURS.search(handler["command"]) is not None
-    )
+    """A hook handler that brainmap wrote: ``[python -m] brainmap [--home DIR] hook EVENT``
+    and nothing else (a user's own script that mentions brainmap is not ours)."""
+    if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
+        return False
+    return _runs_brainmap(handler["command"], ["hook"], EVENTS)
+
+
+def _runs_brainmap(command: str, verb: list[str], last: tuple[str, ...]) -> bool:
+    """Whether ``command`` is ``brainmap [--home DIR] VERB... LAST`` (the script by any
+    path, or ``PYTHON -m brainmap``)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if argv[:1] and Path(argv[0]).name == "brainmap":
+        argv = argv[1:]
+    elif len(argv) > 2 and re.fullmatch(r"python[0-9.]*", Path(argv[0]).name) and argv[1:3] == [
+        "-m", "brainmap"
+    ]:  # fmt: skip
+        argv = argv[3:]
+    else:
+        return False
+    if argv[:1] == ["--home"]:
+        argv = argv[2:]
+    return argv[: len(verb)] == verb and len(argv) == len(verb) + 1 and argv[-1] in last
 
 
 # --- settings files -------------------------------------------------------------------------
@@ -110,7 +129,10 @@ def _dump(data: dict[str, Any], like: bytes | None) -> bytes:
         if found:
             space = found.group(1).decode()
             indent = len(space) if set(space) == {" "} else space
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    try:
+        text = json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # a number JSON cannot hold (1e400 read as infinity)
+        raise UserError(f"cannot write these settings back as JSON: {exc}") from exc
     return (text + ("\n" if like is None or like.endswith(b"\n") else "")).encode("utf-8")
 
 
@@ -205,11 +227,15 @@ def _write(target: Path, new: bytes | None, old: bytes | None, dry_run: bool) ->
         "removed" if new is None else "created" if old is None else "updated"
     )
     if not dry_run:
-        if new is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target.parent, target, new)
+        real = target.resolve()  # a settings file linked from a dotfiles folder stays a link
+        try:
+            if new is None:
+                real.unlink(missing_ok=True)
+            else:
+                real.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(real.parent, real, new)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot write {target}: {exc}", status=409) from exc
     return FileChange(str(target), action, before, after)
 
 
@@ -223,10 +249,12 @@ def _restore(home: Path, target: Path, data: dict[str, Any], raw: bytes | None) 
             return None
         if existed and old is not None:
             try:
-                if json.loads(old.decode("utf-8") or "{}") == data:
-                    return old
+                before = json.loads(old.decode("utf-8") or "{}")
             except ValueError:
-                pass
+                before = None
+            # what is left equals the original without ours (its own empty "hooks": {} too)
+            if isinstance(before, dict) and (before == data or _without_ours(before) == data):
+                return old
     return _dump(data, raw)
 
 
@@ -234,17 +262,24 @@ def _restore(home: Path, target: Path, data: dict[str, Any], raw: bytes | None) 
 
 
 class HooksInput(_Input):
+    """Where to install brainmap's hooks, and which."""
+
     scope: Literal["project", "user"] = Field(
         "project", description="project: DIR/.claude/settings.json; user: ~/.claude/settings.json"
     )
     project_dir: str | None = Field(None, description="The project folder (default: here).")
     prompt: bool = Field(False, description="Also the UserPromptSubmit hook (off by default).")
     mcp: bool = Field(False, description="Also register the MCP server in DIR/.mcp.json.")
+    local: bool = Field(
+        False, description="DIR/.claude/settings.local.json (not committed): this machine only."
+    )
     dry_run: bool = Field(False, description="Show the change; write nothing.")
 
 
 @dataclass
 class HooksChange:
+    """The files an install or uninstall changed, and the hooks now installed."""
+
     settings: str
     files: list[FileChange]
     hooks: list[str]  # "Event matcher" of the brainmap hooks now in the settings
@@ -252,9 +287,14 @@ class HooksChange:
     dry_run: bool = False
 
 
-def _targets(scope: str, project_dir: str | None, mcp: bool) -> tuple[Path, Path | None]:
+def _targets(
+    scope: str, project_dir: str | None, mcp: bool, local: bool = False
+) -> tuple[Path, Path | None]:
     """The settings file and (for a project) its folder."""
     if scope == "user":
+        home = Path(os.path.expanduser("~"))
+        if not home.is_absolute() or not home.is_dir():
+            raise UserError(f"no home folder for --user ({home})", hint="set $HOME")
         if mcp:
             raise UserError(
                 "--mcp registers the server for a project",
@@ -262,11 +302,12 @@ def _targets(scope: str, project_dir: str | None, mcp: bool) -> tuple[Path, Path
                 + " ".join(shlex.quote(p) for p in brainmap_command(None))
                 + " mcp",
             )
-        return Path.home() / ".claude" / "settings.json", None
+        return home / ".claude" / "settings.json", None
     folder = Path(project_dir or ".").expanduser().absolute()
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder")
-    return folder / ".claude" / "settings.json", folder
+    name = "settings.local.json" if local else "settings.json"
+    return folder / ".claude" / name, folder
 
 
 def _home_argument(brain: Brain) -> Path | None:
@@ -279,14 +320,12 @@ def hooks_install(brain: Brain, inp: HooksInput) -> HooksChange:
     """Install brainmap's Claude Code hooks (SessionStart, PreToolUse on Read and on writes,
     Stop, SessionEnd; UserPromptSubmit with prompt) into a settings file, keeping every other
     key and hook; twice is the same as once."""
-    target, folder = _targets(inp.scope, inp.project_dir, inp.mcp)
+    target, folder = _targets(inp.scope, inp.project_dir, inp.mcp, inp.local)
     base = brainmap_command(_home_argument(brain))
     wanted = wanted_hooks(base, inp.prompt)
     data, raw = _load(target)
     new = _dump(_with_ours(data, wanted), raw)
-    if not inp.dry_run and new != raw:
-        _keep_original(brain.home, target, raw)
-    files = [_write(target, new, raw, inp.dry_run)]
+    files = [_write_keeping_original(brain.home, target, new, raw, inp.dry_run)]
     if inp.mcp and folder is not None:
         files.append(_install_mcp(brain, folder / ".mcp.json", base, inp.dry_run))
     shown = [f"{event} {matcher or ''}".strip() for event, matcher, _ in wanted]
@@ -294,21 +333,48 @@ def hooks_install(brain: Brain, inp: HooksInput) -> HooksChange:
                        inp.dry_run)  # fmt: skip
 
 
+def _write_keeping_original(
+    home: Path, target: Path, new: bytes, raw: bytes | None, dry_run: bool
+) -> FileChange:
+    """Write ``new``; the file's original bytes are remembered the first time (and forgotten
+    again when the write fails, so that they stay the user's)."""
+    first = not dry_run and new != raw and _original(home, target) is None
+    if first:
+        _keep_original(home, target, raw)
+    try:
+        return _write(target, new, raw, dry_run)
+    except UserError:
+        if first:
+            _backup_path(home, target).unlink(missing_ok=True)
+        raise
+
+
+def _is_our_server(entry: Any) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    args = entry.get("args")
+    words = [str(a) for a in args] if isinstance(args, list) else []
+    return _runs_brainmap(shlex.join([entry["command"], *words]), [], ("mcp",))
+
+
 def _install_mcp(brain: Brain, target: Path, base: list[str], dry_run: bool) -> FileChange:
     data, raw = _load(target)
     servers = data.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise UserError(f'{target}: "mcpServers" is not an object', hint="fix the file first")
+    if MCP_NAME in servers and not _is_our_server(servers[MCP_NAME]):
+        raise UserError(f'{target} has an MCP server "{MCP_NAME}" of its own: left as it is',
+                        hint="remove or rename it, or install without --mcp", status=409)  # fmt: skip
     servers[MCP_NAME] = {"command": base[0], "args": [*base[1:], "mcp"]}
-    new = _dump(data, raw)
-    if not dry_run and new != raw:
-        _keep_original(brain.home, target, raw)
-    return _write(target, new, raw, dry_run)
+    return _write_keeping_original(brain.home, target, _dump(data, raw), raw, dry_run)
 
 
 class HooksRemoveInput(_Input):
+    """Where to remove brainmap's hooks from (as for install)."""
+
     scope: Literal["project", "user"] = "project"
     project_dir: str | None = None
+    local: bool = False
     dry_run: bool = False
 
 
@@ -316,7 +382,7 @@ class HooksRemoveInput(_Input):
 def hooks_uninstall(brain: Brain, inp: HooksRemoveInput) -> HooksChange:
     """Remove brainmap's hooks (and its MCP server of the project) and nothing else; a file
     brainmap changed gets its original bytes back when nothing else changed in it."""
-    target, folder = _targets(inp.scope, inp.project_dir, False)
+    target, folder = _targets(inp.scope, inp.project_dir, False, inp.local)
     data, raw = _load(target)
     files = []
     if raw is not None:
@@ -326,7 +392,7 @@ def hooks_uninstall(brain: Brain, inp: HooksRemoveInput) -> HooksChange:
         mcp_path = folder / ".mcp.json"
         mcp, mcp_raw = _load(mcp_path)
         servers = mcp.get("mcpServers")
-        if isinstance(servers, dict) and MCP_NAME in servers:
+        if isinstance(servers, dict) and _is_our_server(servers.get(MCP_NAME)):
             del servers[MCP_NAME]
             if not servers:
                 del mcp["mcpServers"]
@@ -378,12 +444,13 @@ def hooks_status(brain: Brain, inp: HooksStatusInput) -> HooksStatus:
         hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
         for event, groups in (hooks or {}).items():
             for group in groups if isinstance(groups, list) else []:
-                for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+                handlers = group.get("hooks") if isinstance(group, dict) else None
+                for handler in handlers if isinstance(handlers, list) else []:
                     if is_ours(handler):
                         found = InstalledHook(str(path), event, group.get("matcher"),
                                               handler["command"], None)  # fmt: skip
                         if inp.run:
-                            _check(found, folder)
+                            _check(found, folder, brain.home)
                         status.hooks.append(found)
     mcp_path = folder / ".mcp.json"
     try:
@@ -395,23 +462,35 @@ def hooks_status(brain: Brain, inp: HooksStatusInput) -> HooksStatus:
     return status
 
 
-def _check(found: InstalledHook, folder: Path) -> None:
+def _check(found: InstalledHook, folder: Path, home: Path) -> None:
+    """Run a hook as Claude Code would, on a probe event that reads and writes nothing; it
+    runs when it exits 0 and logged no problem."""
+    from brainmap.ops.hook import PROBE
+
+    probe = {"hook_event_name": found.event, "session_id": PROBE, "cwd": str(folder),
+             "source": "startup", "tool_name": "Read",
+             "tool_input": {"file_path": str(folder / ".brainmap-status-probe")}}  # fmt: skip
+    log = home / "logs" / "hooks.log"
+    before = log.stat().st_size if log.exists() else 0
     shell = shutil.which("sh") or "/bin/sh"
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [shell, "-c", found.command], check=False, input="{}", capture_output=True, text=True,
-            timeout=30, cwd=folder,
+            [shell, "-c", found.command], check=False, input=json.dumps(probe),
+            capture_output=True, text=True, timeout=30, cwd=folder,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         found.runs, found.problem = False, str(exc)
         return
     found.seconds = round(time.monotonic() - started, 3)
-    found.runs = proc.returncode == 0 and not proc.stdout.strip()
+    logged = ""
+    if log.exists() and log.stat().st_size > before:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            handle.seek(before)
+            logged = handle.read(2000).strip()
+    found.runs = proc.returncode == 0 and not proc.stderr.strip() and not logged
     if not found.runs:
-        found.problem = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")[
-            :300
-        ]
+        found.problem = (logged or proc.stderr.strip() or f"exit {proc.returncode}")[:300]
 
 
 # --- the plugin folder ----------------------------------------------------------------------
@@ -422,8 +501,14 @@ def plugin_files(command: str = "brainmap") -> dict[str, str]:
     commands run ``command`` (``brainmap`` on the agent's PATH by default)."""
     from brainmap import __version__
 
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise UserError(f"--command {command!r} is not a command line: {exc}") from exc
+    if not argv:
+        raise UserError("--command is empty", hint="e.g. --command brainmap")
     hooks: dict[str, list[dict[str, Any]]] = {}
-    for event, matcher, handler in wanted_hooks(shlex.split(command), prompt=False):
+    for event, matcher, handler in wanted_hooks(argv, prompt=False):
         group: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
         group["hooks"] = [handler]
         hooks.setdefault(event, []).append(group)
@@ -441,7 +526,6 @@ def plugin_files(command: str = "brainmap") -> dict[str, str]:
         "plugins": [{"name": "brainmap", "source": "./brainmap",
                      "description": manifest["description"]}],
     }  # fmt: skip
-    argv = shlex.split(command)
     mcp = {"mcpServers": {MCP_NAME: {"command": argv[0], "args": [*argv[1:], "mcp"]}}}
 
     def text(value: Any) -> str:
@@ -459,6 +543,8 @@ def plugin_files(command: str = "brainmap") -> dict[str, str]:
 
 
 class DiaryRollupInput(_Input):
+    """Which rollups to write."""
+
     period: Literal["week", "month", "both"] = Field("both", description="Which rollups.")
     project: str | None = Field(None, description="One project; every project when empty.")
     completed: bool = Field(
@@ -468,6 +554,8 @@ class DiaryRollupInput(_Input):
 
 @dataclass
 class DiaryRollupReport:
+    """The rollups written, and the projects the diary has."""
+
     written: list[str]  # library:path of the rollups whose bytes changed
     projects: list[str]
 

@@ -7,6 +7,7 @@ loads neither the embedding model nor numpy, and imports per event only what it 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -16,7 +17,10 @@ from typing import Any
 from brainmap.ops.brain import Brain
 from brainmap.project import Project, identify
 
-EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
+log = logging.getLogger("brainmap.hooks")
+
+PROBE = "brainmap-status-probe"  # the session id `hooks status` checks the hooks with
+ROLLUP_LOCK_S = 1.0  # SessionStart rolls up only when the diary is free; reindex waits
 READ_TOOLS = ("Read",)
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -53,15 +57,22 @@ def hook(brain: Brain, event: HookEvent) -> HookReply:
     from brainmap import hooks
 
     settings = brain.cfg.hooks
+    if not event.cwd.is_absolute() or not event.cwd.is_dir():
+        log.warning("ignored: cwd %r is not a folder", str(event.cwd))
+        return HookReply()
     project = identify(brain.cfg, event.cwd)
+    probe = event.session_id == PROBE  # `hooks status`: everything is read, nothing written
     if event.event == "SessionStart":
         from brainmap import diary
 
-        if event.session_id:
-            diary.start_session(brain.cfg, event.session_id, event.transcript)
+        if event.session_id and not probe:
+            try:
+                diary.start_session(brain.cfg, event.session_id, event.transcript)
+            except OSError as exc:  # the context matters more than the cursor
+                log.warning("session start not recorded: %s", exc)
         if not settings.session_start:
             return HookReply()
-        rollups = _roll_up(brain)
+        rollups = [] if probe else _roll_up(brain)
         context = hooks.session_context(brain.cfg, brain.store, project)
         return HookReply(context, rollups=rollups)
     if event.event == "PreToolUse":
@@ -72,6 +83,11 @@ def hook(brain: Brain, event: HookEvent) -> HookReply:
         return HookReply(hooks.prompt_context(brain.cfg, brain.store, project, event.prompt))
     if event.event in ("Stop", "SessionEnd"):
         if not settings.stop or event.stop_hook_active or not event.session_id:
+            return HookReply()
+        if probe:
+            from brainmap import diary
+
+            diary.diary_library(brain.cfg)  # a misconfigured diary is what a probe reveals
             return HookReply()
         return HookReply(diary=record_session(brain, project, event))
     return HookReply()
@@ -124,9 +140,17 @@ def record_session(brain: Brain, project: Project, event: HookEvent) -> str | No
 
 
 def _roll_up(brain: Brain) -> list[str]:
+    """Completed periods' rollups, when the diary is free: best effort, the context comes
+    first (the next SessionStart or reindex rolls up what was left)."""
     from brainmap import derive
 
-    written = derive.roll_up_completed(brain.cfg, brain.store, embed=False)
+    try:
+        written = derive.roll_up_completed(
+            brain.cfg, brain.store, embed=False, lock_timeout_s=ROLLUP_LOCK_S
+        )
+    except Exception as exc:
+        log.warning("rollups left for later: %s: %s", type(exc).__name__, exc)
+        return []
     libraries = list(dict.fromkeys(w.partition(":")[0] for w in written))
     if libraries:
         derive.after_change_quietly(brain.cfg, brain.store, libraries, embed=False)
@@ -135,14 +159,31 @@ def _roll_up(brain: Brain) -> list[str]:
 
 def embed_later(brain: Brain, library: str) -> None:
     """Embed what a hook indexed, in a detached process (it outlives the hook and never
-    holds the agent's pipes): ``brainmap reindex LIBRARY``."""
+    holds the agent's pipes): ``brainmap reindex LIBRARY``, one at a time (a running one
+    embeds what later turns add too, as the reindex it does covers them)."""
     import subprocess
 
+    pid_file = brain.home / "state" / "embed-later.pid"
+    if _alive(pid_file):
+        return
     log_path = brain.home / "logs" / "background.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
-        subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "brainmap", "--home", str(brain.home), "reindex", library],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True,
         )  # fmt: skip
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(str(child.pid))
+
+
+def _alive(pid_file: Path) -> bool:
+    """Whether the process a pid file names still runs (a reused pid errs on the side of
+    skipping one background run: the next reindex embeds what it would have)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True

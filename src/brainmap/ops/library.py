@@ -93,8 +93,8 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
     brain.cfg.libraries.append(lib)
     brain.save_config()
     brain.store.ensure_library(lib.name, str(path), lib.scope)
-    # nothing is indexed yet, so nothing derives from it: the step only keeps the rule
-    derive.after_change(brain.cfg, brain.store, [])
+    # no after-change step: nothing derives from a library before its first reindex (the
+    # MCP instructions list it as not indexed yet by themselves)
     return _library_infos(brain, [lib])[0]
 
 

@@ -165,9 +165,11 @@ class Filters:
     types: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     since: str | None = None
-    # a project: entries that say `project: <name>`, or that live in one of its libraries
+    # a project: entries that say `project: <name>`, or that live in one of its libraries, or
+    # (``shared_library_ids``, the global brain) that name no other project
     project: str | None = None
     project_library_ids: list[int] = field(default_factory=list)
+    shared_library_ids: list[int] = field(default_factory=list)
     not_types: list[str] = field(default_factory=list)
 
     @property
@@ -193,9 +195,12 @@ class Filters:
             clauses.append("e.updated >= ?")
             params.append(self.since)
         if self.project is not None:
-            ids = self.project_library_ids
-            clauses.append(f"(e.project = ? OR e.library_id IN ({marks(len(ids))}))")
-            params += [self.project, *ids]
+            ids, shared = self.project_library_ids, self.shared_library_ids
+            clauses.append(
+                f"(e.project = ? OR e.library_id IN ({marks(len(ids))}) OR "
+                f"(e.library_id IN ({marks(len(shared))}) AND e.project IS NULL))"
+            )
+            params += [self.project, *ids, *shared]
         if self.not_types:
             clauses.append(f"e.type NOT IN ({marks(len(self.not_types))})")
             params += self.not_types
