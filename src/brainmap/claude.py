@@ -12,19 +12,20 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from brainmap.config import resolve_home
+from brainmap.ops.hook import EVENTS
 
 MAX_INPUT = 16 * 1024 * 1024  # a Write of a large file arrives whole
 MAX_CONTEXT = 9000  # Claude Code cuts additionalContext at 10,000 characters
 HOOK_BUSY_MS = 800  # a write waits this long for another writer, then leaves it for later
-EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
 _CONTEXT_EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit")
+_WRITING_EVENTS = ("SessionStart", "Stop", "SessionEnd")
 
 
 def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -> int:
@@ -39,9 +40,9 @@ def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -
         _log(where, event, f"unknown hook event {event!r}")
         return 0
     brain = None
-    handler = _LogHandler(where, name)
-    logger = logging.getLogger("brainmap")
-    logger.addHandler(handler)  # what the ops log goes to the hook log, one line each
+    # what the after-change step logs (SessionStart, Stop) goes to the hook log, one line
+    # each; a Read does not pay for importing logging
+    detach = _log_to(where, name) if name in _WRITING_EVENTS else None
     try:
         data = json.loads(stdin.read(MAX_INPUT) or b"null")
         if not isinstance(data, dict) or data.get("hook_event_name") not in (None, name):
@@ -58,6 +59,8 @@ def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -
 
         brain = Brain(where, busy_timeout_ms=HOOK_BUSY_MS)
         reply = hook(brain, parse_event(name, data))
+        for problem in reply.problems:
+            _log(where, name, problem)
         text = reply.context.strip()[:MAX_CONTEXT]
         if text and name in _CONTEXT_EVENTS:
             out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
@@ -67,7 +70,8 @@ def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -
     except BaseException as exc:  # never a traceback, never a block, whatever happened
         _log(where, name, f"{type(exc).__name__}: {exc}")
     finally:
-        logger.removeHandler(handler)
+        if detach is not None:
+            detach()
         if brain is not None:
             try:
                 brain.close()
@@ -76,19 +80,22 @@ def run_hook(event: str, home: Path | None, stdin: IO[bytes], stdout: IO[str]) -
     return 0
 
 
-class _LogHandler(logging.Handler):
-    """Warnings of the ops a hook runs, as lines of the hook log (never a traceback)."""
+def _log_to(home: Path, event: str) -> Callable[[], None]:
+    """Write the warnings of the ``brainmap`` logger as lines of the hook log (never a
+    traceback on stderr) until the function returned is called."""
+    import logging
 
-    def __init__(self, home: Path, event: str) -> None:
-        super().__init__(logging.WARNING)
-        self.home, self.event = home, event
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                message += f": {type(exc).__name__}: {exc}"
+            _log(home, event, message)
 
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            message += f": {type(exc).__name__}: {exc}"
-        _log(self.home, self.event, message)
+    logger, handler = logging.getLogger("brainmap"), Handler(logging.WARNING)
+    logger.addHandler(handler)
+    return lambda: logger.removeHandler(handler)
 
 
 def parse_event(name: str, data: dict[str, Any]) -> Any:

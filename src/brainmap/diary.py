@@ -126,6 +126,7 @@ class _Reader:
         self.home = str(Path.home())
 
     def line(self, item: dict[str, Any]) -> None:
+        """Fold one transcript line in (only the main thread's user and assistant lines)."""
         if item.get("isSidechain") or item.get("type") not in ("user", "assistant"):
             return
         when = _timestamp(item.get("timestamp"))
@@ -347,6 +348,7 @@ def project_folder(cfg: Config, project: str) -> str:
 
 
 def day_path(cfg: Config, project: str, day: dt.date) -> str:
+    """``<folder>/<project>/YYYY/MM/DD.md``, relative to the diary library."""
     return f"{project_folder(cfg, project)}/{day:%Y/%m/%d}.md"
 
 
@@ -574,6 +576,7 @@ class Period:
 
     @classmethod
     def of(cls, kind: str, day: dt.date) -> Period:
+        """The week (ISO, Monday to Sunday) or month holding ``day``."""
         if kind == "week":
             year, week, weekday = day.isocalendar()
             first = day - dt.timedelta(days=weekday - 1)

@@ -81,9 +81,11 @@ class _Budget:
 
     @property
     def left(self) -> int:
+        """Tokens still free."""
         return self.tokens - self.used
 
     def add(self, text: str) -> bool:
+        """Add ``text`` when it fits; say whether it did."""
         # notes and file names are data: no control character of theirs reaches the agent
         text = "\n".join(one_line(line) for line in text.split("\n"))
         cost = estimate_tokens(text + "\n")
@@ -94,6 +96,7 @@ class _Budget:
         return True
 
     def text(self) -> str:
+        """Everything added, one part a line."""
         return "\n".join(self.parts)
 
 

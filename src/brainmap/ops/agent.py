@@ -29,7 +29,8 @@ from brainmap import derive, diary
 from brainmap.errors import UserError
 from brainmap.indexer import index_files
 from brainmap.ops.core import Brain, _Input, op
-from brainmap.safefile import atomic_write, read_regular
+from brainmap.ops.hook import EVENTS
+from brainmap.safefile import atomic_write, read_regular, slugify
 
 # (event, matcher, seconds): what `hooks install` writes. Claude Code's SessionEnd has a
 # budget of its own (1.5 s unless a timeout raises it); the others default to minutes.
@@ -42,7 +43,6 @@ HOOKS: tuple[tuple[str, str | None, int], ...] = (
     ("SessionEnd", None, 5),
 )
 MCP_NAME = "brainmap"
-EVENTS = tuple(dict.fromkeys(event for event, _, _ in HOOKS))
 MAX_SETTINGS = 5_000_000
 
 
@@ -405,12 +405,16 @@ def hooks_uninstall(brain: Brain, inp: HooksRemoveInput) -> HooksChange:
 
 
 class HooksStatusInput(_Input):
+    """Which project's settings to look at, and whether to run the hooks."""
+
     project_dir: str | None = Field(None, description="The project folder (default: here).")
     run: bool = Field(True, description="Run each hook once with an empty input to check it.")
 
 
 @dataclass
 class InstalledHook:
+    """A brainmap hook found in a settings file, and whether it runs."""
+
     settings: str
     event: str
     matcher: str | None
@@ -422,6 +426,8 @@ class InstalledHook:
 
 @dataclass
 class HooksStatus:
+    """The brainmap hooks installed, the .mcp.json files that register brainmap."""
+
     hooks: list[InstalledHook] = field(default_factory=list)
     mcp: list[str] = field(default_factory=list)  # .mcp.json files that register brainmap
     settings: list[str] = field(default_factory=list)  # the files looked at
@@ -565,6 +571,9 @@ def diary_rollup(brain: Brain, inp: DiaryRollupInput) -> DiaryRollupReport:
     """Write the weekly and monthly rollups of the diary (sessions, most-touched files,
     notes and decisions saved, errors that recurred, links to the days); a rollup is
     rewritten only when its days changed."""
+    if inp.project and slugify(inp.project) not in diary.projects(brain.cfg):
+        raise UserError(f"the diary has no project {inp.project!r}", status=404,
+                        hint="brainmap diary rollup (every project)")  # fmt: skip
     kinds = ("week", "month") if inp.period == "both" else (inp.period,)
     written = diary.roll_up(
         brain.cfg, completed_only=inp.completed, kinds=kinds, project=inp.project,

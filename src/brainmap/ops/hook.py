@@ -7,7 +7,6 @@ loads neither the embedding model nor numpy, and imports per event only what it 
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -17,8 +16,7 @@ from typing import Any
 from brainmap.ops.brain import Brain
 from brainmap.project import Project, identify
 
-log = logging.getLogger("brainmap.hooks")
-
+EVENTS = ("SessionStart", "PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
 PROBE = "brainmap-status-probe"  # the session id `hooks status` checks the hooks with
 ROLLUP_LOCK_S = 1.0  # SessionStart rolls up only when the diary is free; reindex waits
 READ_TOOLS = ("Read",)
@@ -48,6 +46,7 @@ class HookReply:
     context: str = ""
     diary: str | None = None  # library:path of the diary day appended to
     rollups: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what went wrong but did not stop it
 
 
 def hook(brain: Brain, event: HookEvent) -> HookReply:
@@ -58,23 +57,24 @@ def hook(brain: Brain, event: HookEvent) -> HookReply:
 
     settings = brain.cfg.hooks
     if not event.cwd.is_absolute() or not event.cwd.is_dir():
-        log.warning("ignored: cwd %r is not a folder", str(event.cwd))
-        return HookReply()
+        return HookReply(problems=[f"ignored: cwd {str(event.cwd)!r} is not a folder"])
     project = identify(brain.cfg, event.cwd)
     probe = event.session_id == PROBE  # `hooks status`: everything is read, nothing written
     if event.event == "SessionStart":
         from brainmap import diary
 
+        reply = HookReply()
         if event.session_id and not probe:
             try:
                 diary.start_session(brain.cfg, event.session_id, event.transcript)
             except OSError as exc:  # the context matters more than the cursor
-                log.warning("session start not recorded: %s", exc)
+                reply.problems.append(f"session start not recorded: {exc}")
         if not settings.session_start:
-            return HookReply()
-        rollups = [] if probe else _roll_up(brain)
-        context = hooks.session_context(brain.cfg, brain.store, project)
-        return HookReply(context, rollups=rollups)
+            return reply
+        if not probe:
+            _roll_up(brain, reply)
+        reply.context = hooks.session_context(brain.cfg, brain.store, project)
+        return reply
     if event.event == "PreToolUse":
         return HookReply(_file_context(brain, project, event))
     if event.event == "UserPromptSubmit":
@@ -139,22 +139,21 @@ def record_session(brain: Brain, project: Project, event: HookEvent) -> str | No
     return f"{lib.name}:{appended.path}"
 
 
-def _roll_up(brain: Brain) -> list[str]:
+def _roll_up(brain: Brain, reply: HookReply) -> None:
     """Completed periods' rollups, when the diary is free: best effort, the context comes
     first (the next SessionStart or reindex rolls up what was left)."""
     from brainmap import derive
 
     try:
-        written = derive.roll_up_completed(
+        reply.rollups = derive.roll_up_completed(
             brain.cfg, brain.store, embed=False, lock_timeout_s=ROLLUP_LOCK_S
         )
     except Exception as exc:
-        log.warning("rollups left for later: %s: %s", type(exc).__name__, exc)
-        return []
-    libraries = list(dict.fromkeys(w.partition(":")[0] for w in written))
+        reply.problems.append(f"rollups left for later: {type(exc).__name__}: {exc}")
+        return
+    libraries = list(dict.fromkeys(w.partition(":")[0] for w in reply.rollups))
     if libraries:
         derive.after_change_quietly(brain.cfg, brain.store, libraries, embed=False)
-    return written
 
 
 def embed_later(brain: Brain, library: str) -> None:
