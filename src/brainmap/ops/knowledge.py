@@ -16,7 +16,6 @@ from brainmap.config import (
     scope_label,
 )
 from brainmap.errors import UserError
-from brainmap.graph import GraphReader
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.search import Mode, SearchResult, parse_since
 
@@ -72,30 +71,13 @@ def search(brain: Brain, inp: SearchInput) -> SearchResult:
     Returns the best chunks, each with title, library, path and line range, the full chunk
     text and the parts of its score. Filter with library, type, tag or since; hop=3 adds
     the file, commits and authors behind each hit."""
-    from brainmap.project import resolve
+    from brainmap.ops.lookup import find
 
-    result = brain.searcher.search(
-        inp.query,
-        project=resolve(brain.cfg, inp.project) if inp.project else None,
-        libraries=inp.library,
-        types=inp.type,
-        tags=inp.tag,
-        since=inp.since
-        if inp.since is None or isinstance(inp.since, str)
-        else inp.since.isoformat(),
-        limit=inp.limit,
-        mode=inp.mode,
-        route=inp.route,
-    )
-    if inp.hop:
-        chains = GraphReader(brain.store).hops(
-            [(h.library, h.path, h.source_rev) for h in result.hits],
-            inp.hop,
-            brain.cfg.graph.hop_commits,
-        )
-        for hit, chain in zip(result.hits, chains, strict=True):
-            hit.hops = chain
-    return result
+    since = inp.since if inp.since is None or isinstance(inp.since, str) else inp.since.isoformat()
+    return find(
+        brain, inp.query, library=inp.library, type=inp.type, tag=inp.tag, since=since,
+        limit=inp.limit, mode=inp.mode, route=inp.route, hop=inp.hop, project=inp.project,
+    )  # fmt: skip
 
 
 @dataclass
