@@ -105,7 +105,7 @@ def main() -> None:
             ops.search(brain, ops.SearchInput(query=query, route=route))
         latencies, at5, at10, routed_ok = [], 0, 0, 0
         for lang, query, name in queries:
-            brain.searcher._query_cache.clear()  # every run embeds its query, as a new one would
+            brain.searcher.forget_queries()  # every run embeds its query, as a new one would
             started = time.perf_counter()
             found = ops.search(brain, ops.SearchInput(query=query, limit=10, route=route))
             latencies.append(time.perf_counter() - started)
@@ -157,7 +157,7 @@ def full_latency(count: int) -> dict[str, object]:
             ops.search(brain, ops.SearchInput(query=query, route=route))
         latencies = []
         for _, query, _ in queries:
-            brain.searcher._query_cache.clear()
+            brain.searcher.forget_queries()
             started = time.perf_counter()
             ops.search(brain, ops.SearchInput(query=query, route=route))
             latencies.append(time.perf_counter() - started)

@@ -1,10 +1,18 @@
 """HTTP and MCP latency on the tldr index, and requests/s with 8 concurrent clients. One JSON line.
 
-    python benchmarks/serve.py [--queries 200] [--seconds 15]
+    python benchmarks/serve.py [--queries 200] [--seconds 15] [--home DIR] [--no-mcp]
 
 The home is the one benchmarks/tldr.py builds (38k pages as text, the 400-command sample with
-vectors from the persistent cache). `brainmap serve` and `brainmap mcp` run as real processes;
-queries are tldr example descriptions in en/es/it/zh, hybrid mode.
+vectors from the persistent cache); ``--home`` keeps it in DIR and reuses it on the next run
+(to compare two builds of brainmap on one index). `brainmap serve` and `brainmap mcp` run as
+real processes; queries are tldr example descriptions in en/es/it/zh, hybrid mode.
+
+Under load, 8 clients search for ``--seconds``, three times over:
+
+- ``loaded``: the queries of the latency run again (the server may have their vectors cached);
+- ``saving``: as ``loaded`` while a ninth client saves a new note (POST /save) every second;
+  each save writes a file, indexes and embeds it and changes the vector matrix;
+- ``fresh``: queries the server has not seen, so every request embeds its query.
 """
 
 from __future__ import annotations
@@ -30,10 +38,12 @@ from brainmap import ops
 from tldr import make_sample, sample_queries
 
 
-def build_home(sample_commands: int) -> Path:
+def build_home(sample_commands: int, home: Path | None = None) -> Path:
     data = unpack("tldr-pages.tar.gz")
     sample = make_sample(data, sample_commands)
-    home = Path(tempfile.mkdtemp(prefix="bm-serve-"))
+    if home is not None and (home / ".built").exists():
+        return home
+    home = home or Path(tempfile.mkdtemp(prefix="bm-serve-"))
     seed_cache(home)
     brain = ops.Brain(home)
     ops.library_add(brain, ops.LibraryAddInput(name="tldr", path=str(data)))
@@ -41,6 +51,7 @@ def build_home(sample_commands: int) -> Path:
     ops.reindex(brain, ops.ReindexInput(libraries=["tldr"], embed=False))
     ops.reindex(brain, ops.ReindexInput(libraries=["sample"]))
     brain.close()
+    (home / ".built").touch()
     return home
 
 
@@ -86,10 +97,33 @@ def mcp_latency(home: Path, queries: list[str]) -> list[float]:
     return times
 
 
+def saver(url: str, stop: float, every: float, times: list[float]) -> None:
+    """Save a new note every ``every`` seconds until ``stop`` (the time each save took)."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        n = 0
+        while time.monotonic() < stop:
+            n += 1
+            tag = f"{os.getpid()}-{time.time_ns()}"
+            body = {
+                "title": f"load note {tag}",
+                "body": f"Saved while searching, number {n} ({tag}): restart the cache "
+                "service after rotating its certificate, then check the health endpoint.",
+                "tags": ["bench"],
+                "force": True,
+            }
+            started = time.perf_counter()
+            http.post("/save", json=body).raise_for_status()
+            times.append(time.perf_counter() - started)
+            time.sleep(max(0.0, every - (time.perf_counter() - started)))
+
+
 def throughput(
-    url: str, queries: list[str], clients: int, seconds: float
-) -> tuple[float, list[float]]:
+    url: str, queries: list[str], clients: int, seconds: float, save_every: float | None = None
+) -> tuple[float, list[float], list[float]]:
+    """Requests/s of ``clients`` searching at once, their latencies, and the save times when
+    one more client saves a note every ``save_every`` seconds."""
     done: list[float] = []
+    saves: list[float] = []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
 
@@ -104,12 +138,14 @@ def throughput(
                 i += clients
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    if save_every:
+        threads.append(threading.Thread(target=saver, args=(url, stop, save_every, saves)))
     started = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return len(done) / (time.monotonic() - started), done
+    return len(done) / (time.monotonic() - started), done, saves
 
 
 def main() -> None:
@@ -117,10 +153,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--sample", type=int, default=400)
+    parser.add_argument("--home", type=Path, help="build the home here once and reuse it")
+    parser.add_argument("--no-mcp", action="store_true", help="skip the MCP latency run")
     args = parser.parse_args()
 
-    home = build_home(args.sample)
-    queries = [q for _, q, _ in sample_queries(unpack("tldr-pages.tar.gz"), args.queries, seed=5)]
+    home = build_home(args.sample, args.home)
+    data = unpack("tldr-pages.tar.gz")
+    queries = [q for _, q, _ in sample_queries(data, args.queries, seed=5)]
+    seen = set(queries)
+    # enough unseen queries for the fresh run never to repeat one
+    fresh = [q for _, q, _ in sample_queries(data, 6000, seed=9) if q not in seen]
     port = 8700 + os.getpid() % 200
     server = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "serve", "--port", str(port)],
@@ -135,28 +177,42 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.5)
         http = http_latency(url, queries)
-        rps, loaded = throughput(url, queries, clients=8, seconds=args.seconds)
+        rps, loaded, _ = throughput(url, queries, clients=8, seconds=args.seconds)
+        # the same queries as the loaded run, before the fresh run pushes them out of the cache
+        saving_rps, saving, saves = throughput(
+            url, queries, clients=8, seconds=args.seconds, save_every=1.0
+        )
+        fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    mcp = mcp_latency(home, queries)
-    print(
-        json.dumps(
-            {
-                "benchmark": "serve",
-                "index": "tldr 38,405 pages (BM25) + 827-chunk sample with vectors",
-                "queries": len(queries),
-                "http_search_p50_ms": ms(percentile(http, 0.5)),
-                "http_search_p95_ms": ms(percentile(http, 0.95)),
-                "mcp_stdio_search_p50_ms": ms(percentile(mcp, 0.5)),
-                "mcp_stdio_search_p95_ms": ms(percentile(mcp, 0.95)),
-                "clients": 8,
-                "requests_per_s": round(rps, 1),
-                "loaded_p50_ms": ms(statistics.median(loaded)),
-                "loaded_p95_ms": ms(percentile(loaded, 0.95)),
-            }
-        )
-    )
+    result = {
+        "benchmark": "serve",
+        "index": "tldr 38,405 pages (BM25) + 827-chunk sample with vectors",
+        "queries": len(queries),
+        "http_search_p50_ms": ms(percentile(http, 0.5)),
+        "http_search_p95_ms": ms(percentile(http, 0.95)),
+    }
+    if not args.no_mcp:
+        mcp = mcp_latency(home, queries)
+        result["mcp_stdio_search_p50_ms"] = ms(percentile(mcp, 0.5))
+        result["mcp_stdio_search_p95_ms"] = ms(percentile(mcp, 0.95))
+    result |= {
+        "clients": 8,
+        "mode": "hybrid",
+        "requests_per_s": round(rps, 1),
+        "loaded_p50_ms": ms(statistics.median(loaded)),
+        "loaded_p95_ms": ms(percentile(loaded, 0.95)),
+        "fresh_requests_per_s": round(fresh_rps, 1),
+        "fresh_p50_ms": ms(statistics.median(fresh_loaded)),
+        "fresh_p95_ms": ms(percentile(fresh_loaded, 0.95)),
+        "saving_requests_per_s": round(saving_rps, 1),
+        "saving_p50_ms": ms(statistics.median(saving)),
+        "saving_p95_ms": ms(percentile(saving, 0.95)),
+        "saves": len(saves),
+        "save_p50_ms": ms(statistics.median(saves)) if saves else None,
+    }
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -280,21 +280,20 @@ def test_config_and_narrative_confirm_one_source_is_a_hypothesis(
     brain.close()
 
 
+WEB_ROW = 'shop-web-1     "run"      web       running   0.0.0.0:8080->8000/tcp'
+REDIS_ROW = 'shop-redis-1   "redis"    redis     running   0.0.0.0:6379->6379/tcp'
+
+
+def _ps_readme(*rows: str) -> str:
+    """A README holding a `docker compose ps` table with these rows."""
+    table = ["$ docker compose ps", "NAME           COMMAND    SERVICE   STATUS    PORTS", *rows]
+    return "# Shop\n\n```\n" + "\n".join(table) + "\n```\n"
+
+
 def test_readme_contradicting_its_compose_file_is_audited(home: Path, tmp_path: Path) -> None:
     lib = tmp_path / "lab"
     write(lib / "shop" / "compose.yaml", COMPOSE)
-    write(
-        lib / "shop" / "README.md",
-        """\
-# Shop
-
-```
-$ docker compose ps
-NAME          COMMAND    SERVICE   STATUS    PORTS
-shop-web-1    "run"      web       running   0.0.0.0:8080->8000/tcp
-```
-""",
-    )
+    write(lib / "shop" / "README.md", _ps_readme(WEB_ROW))
     brain = _brain(home, lib)
     _collect(brain)
     facts = _facts(brain)
@@ -643,6 +642,168 @@ def test_awesome_compose_acceptance(home: Path, tmp_path: Path) -> None:
     vue = next(c for c in conflicts if c.subject == "service:vuejs/web")
     assert vue.resolved_by == "authority"
     assert {s.object: s.confidence for s in vue.sides}["port:80"] == "contradicted"
+    brain.close()
+
+
+def _published(entry: object) -> str | None:
+    """The host port of one compose ``ports`` entry, as the compose spec reads it; None
+    when docker picks one (a container port alone)."""
+    if isinstance(entry, dict):
+        published = entry.get("published")
+        return str(published) if published is not None else None
+    mapping = str(entry).rpartition("/")[0] or str(entry)  # drop the protocol
+    parts = mapping.rsplit(":", 2)  # [ip:]host:container
+    return parts[-2] if len(parts) >= 2 else None
+
+
+def _said(result: ops.facts.AskResult, subject: str) -> set[str]:
+    """The ports an answer states: those the answer leads with (before its brackets), which
+    must be those of the asked service's assertions still standing; no sibling's may stand."""
+    standing = [f for f in result.facts if f.confidence != "contradicted"]
+    ports = {f.object.removeprefix("port:") for f in standing if f.predicate == "publishes"}
+    ports |= {f"sibling {f.subject}" for f in standing if f.subject != subject}
+    if result.answer is not None and set(result.answer.partition(" (")[0].split(", ")) != ports:
+        return ports | {f"answer {result.answer}"}
+    return ports
+
+
+@pytest.mark.skipif(not (DATA / "awesome-compose.tar.gz").exists(), reason="needs ../shared")
+def test_ask_every_published_port_of_the_samples(home: Path, tmp_path: Path) -> None:
+    """Each service of the 39 samples, asked which port it publishes, answers exactly the
+    host ports its compose file lists (read here with a YAML parser), never a sibling's; a
+    service that lists none publishes no port."""
+    import yaml
+
+    from brainmap.collectors import project_name
+
+    with tarfile.open(DATA / "awesome-compose.tar.gz") as tar:
+        tar.extractall(tmp_path / "samples", filter="data")
+    brain = _brain(home, tmp_path / "samples", "compose")
+    _collect(brain)
+    right, wrong, silent = 0, [], 0
+    for path in sorted((tmp_path / "samples").glob("*/compose.y*ml")):
+        folder = path.parent.name
+        for service, spec in (yaml.safe_load(path.read_text())["services"] or {}).items():
+            ports = {p for p in map(_published, (spec or {}).get("ports") or []) if p}
+            question = f"which port does the {service} service of {folder} publish"
+            result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+            if not ports:
+                silent += 1
+                assert result.answer and "publishes no port" in result.answer, question
+                continue
+            said = _said(result, f"service:{project_name(folder)}/{service}")
+            if said == ports:  # in the answer, or (one source: no answer) in the facts
+                right += 1
+            else:
+                wrong.append((folder, service, sorted(ports), sorted(said), result.answer))
+    assert wrong == []
+    assert right == 52 and silent > 20
+    # a README that disagrees: the compose file's value leads, the README's is shown
+    vue = ops.ask(brain, ops.AskInput(question="which port does the web service of vuejs publish",
+                                      web=False, root="facts"))  # fmt: skip
+    assert vue.answer is not None and vue.answer.startswith("8080 (vuejs/README.md:")
+    assert "says 80;" in vue.answer and "authority: config over narrative" in vue.answer
+    # a log line in a README is not what the project publishes
+    mc = ops.ask(brain, ops.AskInput(question="which port does minecraft publish", web=False))
+    assert mc.answer is not None and mc.answer.startswith("25565 (")
+    assert mc.confirmed and "says 25575" in mc.answer
+    for question in ("¿qué puerto publica el servicio web de flask-redis?",
+                     "quale porta pubblica il servizio web di flask-redis",
+                     "flask-redis 的 web 服务发布哪个端口"):  # fmt: skip
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        assert result.answer == "8000", question
+        assert {f.subject for f in result.facts} == {"service:flask-redis/web"}
+    brain.close()
+
+
+SHOP_REDIS = """\
+services:
+  redis:
+    image: redis
+  shop:
+    image: example/shop
+    ports:
+      - "127.0.0.1:9000:9000"
+      - target: 9443
+        published: "9443"
+"""
+
+
+def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path: Path) -> None:
+    """Services named like a part of their project's name (or like the project itself),
+    in nested folders, asked in English, Spanish, Italian and Chinese."""
+    lib = tmp_path / "lab"
+    write(lib / "stacks" / "redis-shop" / "compose.yaml", SHOP_REDIS)
+    write(lib / "stacks" / "redis-shop" / "README.md",
+          "# Redis shop\n\nOpen http://localhost:9000 for the shop.\n")  # fmt: skip
+    write(lib / "old" / "redis-shop" / "compose.yaml",
+          "services:\n  shop:\n    ports: ['7000:9000']\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+    shop = "service:stacks/redis-shop/shop"
+    for question in (
+        "which port does the shop service of stacks/redis-shop publish",
+        "¿qué puertos publica el servicio shop de stacks/redis-shop?",
+        "quale porta pubblica il servizio shop di stacks/redis-shop",
+        "stacks/redis-shop 的 shop 服务发布哪个端口",
+    ):
+        result = ask(question)
+        assert _said(result, shop) == {"9000", "9443"}, question
+        assert result.answer == "9000, 9443 (not confirmed: 9443)", question
+    for question in (
+        "which port does the redis service of stacks/redis-shop publish",
+        "¿qué puerto publica el servicio redis de stacks/redis-shop?",
+        "quale porta pubblica il servizio redis di stacks/redis-shop",
+        "stacks/redis-shop 的 redis 服务发布哪个端口",
+    ):
+        result = ask(question)
+        assert result.answer == "service redis of stacks/redis-shop publishes no port", question
+        assert [f for f in result.facts if f.predicate == "publishes"] == []
+    # the project alone: all of its services' ports, and only its
+    whole = ask("which ports does stacks/redis-shop publish")
+    assert _said(whole, shop) == {"9000", "9443"}
+    # the project the whole path names, not the one in another folder
+    old = ask("which port does the shop service of old/redis-shop publish")
+    assert _said(old, "service:old/redis-shop/shop") == {"7000"} and old.answer is None
+    brain.close()
+
+
+def test_ask_leads_with_the_authoritative_value(home: Path, tmp_path: Path) -> None:
+    """A README that disagrees with the compose file loses and is shown; a port the compose
+    file does not list is against it; a running container outranks the compose file."""
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    write(lib / "shop" / "README.md", _ps_readme(WEB_ROW, REDIS_ROW))
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+    web = ask("which port does the web service of shop publish")
+    assert web.answer == (
+        "8000 (shop/README.md:6 says 8080; overruled by authority: config over narrative)"
+    )
+    assert not web.confirmed
+    assert [(f.object, f.confidence) for f in web.facts] == [
+        ("port:8000", "partial"), ("port:8080", "contradicted")]  # fmt: skip
+    redis = ask("which port does the redis service of shop publish")
+    assert redis.answer == ("service redis of shop publishes no port (shop/README.md:7 says "
+                            "6379; overruled by authority: config over narrative)")  # fmt: skip
+    assert _facts(brain)[("service:shop/redis", "publishes", "port:6379")].confidence == (
+        "contradicted"
+    )
+    # the container runs with the port published: runtime over config
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "shop-redis-1", "Image": "redis", "Ports": "0.0.0.0:6379->6379/tcp",
+        "Labels": "com.docker.compose.project=shop,com.docker.compose.service=redis"}) + "\n")  # fmt: skip
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
+    redis = ask("which port does the redis service of shop publish")
+    assert redis.answer == "6379" and redis.facts[0].resolved_by == "authority"
     brain.close()
 
 

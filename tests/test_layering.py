@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "brainmap"
 # Each module may import only modules of a lower (or its own) layer.
 LAYERS = {
     "errors": 0, "analysis": 0, "safefile": 0,
-    "config": 1, "markdown": 1, "embed": 1, "websearch": 1,
+    "config": 1, "markdown": 1, "embed": 1, "websearch": 1, "rerank": 1,
     "collectors": 2,  # reads markdown's parse; pairing their observations is facts
     "store": 2, "project": 2,
     "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,

@@ -321,6 +321,8 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     # type, tag or date filters search everywhere
     assert ops.search(brain, ops.SearchInput(query="red giant star", type=["note"])).routed is None
     named = ops.search(brain, ops.SearchInput(query="red giant star", library=["network"]))
+    assert named.routed is None and named.hits == [] and named.match == "none"  # nothing close
+    named = ops.search(brain, ops.SearchInput(query="ipv4 address", library=["network"]))
     assert named.routed is None and {h.library for h in named.hits} == {"network"}
     assert ops.search(brain, ops.SearchInput(query="pasta", mode="bm25")).routed is None
     brain.close()
@@ -377,7 +379,16 @@ def test_a_v3_index_gets_the_map_at_the_next_reindex(home: Path, tmp_path: Path)
 
     a = _library(tmp_path / "a", ALPHA)
     _brain(home, {"a": a}).close()
-    conn = connect(home / "brain.db")  # back to v3: no map_block table
+    conn = connect(home / "brain.db")  # back to v3: no map_block table (and no v5, v6)
+    for event in ("INSERT", "DELETE"):
+        trigger = f"chunk_vec_a{event[0].lower()}"
+        conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute(f"CREATE TRIGGER {trigger} AFTER {event} ON chunk_vec BEGIN "
+                     "UPDATE meta SET value = value + 1 WHERE key = 'vec_gen'; END")  # fmt: skip
+    conn.execute("DROP TABLE vec_change")
+    conn.execute("DELETE FROM meta WHERE key = 'vec_pruned'")
+    for table, column in (("entry", "language"), ("library", "analyzer"), ("library", "language")):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     conn.execute("DROP TABLE map_block")
     conn.execute("DELETE FROM meta WHERE key = 'map_gen'")
     conn.execute("DROP INDEX chunk_vec_library")

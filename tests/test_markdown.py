@@ -88,6 +88,36 @@ def test_huge_paragraph_is_cut_between_lines() -> None:
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "[D{i}:1] Caroline: I went to the support group yesterday, it was {i} hours long.",
+        "Melanie: that sounds wonderful, number {i}, tell me more about it please.",
+        "- 10:{i:02d} edited src/app.py and ran the tests again, all green this time",
+        "**Q:** what did we decide about release {i}? **A:** ship it on Friday",
+    ],
+)
+def test_one_line_per_turn_gets_turn_aligned_units(line: str) -> None:
+    turns = [line.format(i=i) for i in range(60)]
+    text = "# Session 3, 8 May 2023\n\nIntro paragraph.\n\n" + "\n".join(turns) + "\n\nAfter.\n"
+    chunks = parse(text, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks
+    body = [c for c in chunks if c.text.count("\n") >= 1 and "Intro" not in c.text]
+    assert len(body) > 5
+    for chunk in chunks:
+        # whole turns only, each unit within its budget (a few lines of the heading aside)
+        for text in chunk.text.split("\n"):
+            assert text in turns or text in ("", "Intro paragraph.", "After.") or text[:1] == "#"
+        assert len(chunk.text) <= 60 * 3 + 200
+    assert chunks[-1].text == "After."  # what follows the turns is a unit of its own
+    # prose is not cut that small, nor a list of steps or terms (no label recurs)
+    prose = "\n".join(f"and then sentence number {i} goes on with words" for i in range(60))
+    assert len(parse(prose, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks) <= 4
+    steps = "\n".join(
+        f"- Step {i}: open the settings and change value {i} there" for i in range(30)
+    )
+    assert len(parse(steps, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks) <= 2
+
+
+@pytest.mark.parametrize(
     ("frontmatter", "warning"),
     [
         ("---\ntitle: [unclosed\n---\nbody\n", "broken frontmatter at line 2"),

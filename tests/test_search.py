@@ -229,3 +229,111 @@ def test_degraded_mode_without_vectors(brain: ops.Brain, home: Path) -> None:
     assert doctor.returncode == 1 and "FAIL embedder" in doctor.stdout and "fix:" in doctor.stdout
     human = run_cli(home, "search", "undo commit")
     assert "git-undo-commit.md" in human.stdout and "vector search unavailable" in human.stderr
+
+
+# --- stems, bracketed words, match levels (issue 13) -----------------------------------------
+
+
+def test_stems_find_other_forms_and_exact_forms_score_higher(
+    brain: ops.Brain, library: Path
+) -> None:
+    write(library / "art" / "painted.md", "# Weekend\n\nMelanie painted a sunset over the lake.\n")
+    write(library / "art" / "painting.md", "# Hobby\n\nMelanie is painting a sunset again.\n")
+    write(
+        library / "es" / "pintura.md", "# Taller\n\nAna pintaba cuadros de paisajes cada domingo.\n"
+    )
+    write(library / "it" / "pittura.md", "# Corso\n\nLa nonna dipingeva paesaggi di montagna.\n")
+    ops.reindex(brain, ops.ReindexInput())
+    paths = [h.path for h in brain.searcher.search("painting", mode="bm25").hits]
+    assert paths[:2] == ["art/painting.md", "art/painted.md"]  # the exact form first
+    es = brain.searcher.search("¿quién pinta paisajes?", mode="bm25").hits
+    assert es and es[0].path == "es/pintura.md"  # pinta ~ pintaba, paisajes as written
+    it = brain.searcher.search("chi dipinge i paesaggi", mode="bm25").hits
+    assert it and it[0].path == "it/pittura.md"  # dipinge ~ dipingeva, paesaggi ~ paesaggi
+    languages = set(brain.store.languages())
+    assert {"english", "spanish", "italian"} <= languages
+
+
+def test_bracketed_mnemonics_and_array_subscripts_are_both_found(
+    brain: ops.Brain, library: Path
+) -> None:
+    write(
+        library / "pages" / "tar.md",
+        "# tar\n\n- [c]reate an archive and write it to a [f]ile:\n\n`tar cf path/to/target.tar path/to/file`\n",
+    )
+    write(
+        library / "notes" / "loops.md",
+        "# Loops\n\nIterate with `for (i = 0; i < n; i++) sum += array[i];`\n",
+    )
+    ops.reindex(brain, ops.ReindexInput())
+    assert brain.searcher.search("create an archive", mode="bm25").hits[0].path == "pages/tar.md"
+    assert "notes/loops.md" in [h.path for h in brain.searcher.search("array", mode="bm25").hits]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_match_level_none_for_nonsense_strong_for_a_title(brain: ops.Brain, mode: Mode) -> None:
+    title = brain.searcher.search("postgres backup").hits[0].title
+    strong = brain.searcher.search(title, mode=mode)
+    assert strong.match == "strong" and strong.hits[0].title == title
+    for nonsense in ("qwxzv plokjh", "?!...;;", "zzkv"):
+        result = brain.searcher.search(nonsense, mode=mode)
+        assert result.match == "none" and result.hits == [], (nonsense, result.hits[:1])
+    unfloored = brain.searcher.search("qwxzv plokjh", mode=mode, floor=False)
+    assert all(h.match == "none" for h in unfloored.hits)
+
+
+def test_no_close_match_in_the_cli(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    out = run_cli(home, "search", "qwxzv plokjh")
+    assert "no close match" in out.stdout.lower()
+    data = json.loads(run_cli(home, "search", "qwxzv plokjh", "--json").stdout)
+    assert data["match"] == "none" and data["hits"] == []
+    data = json.loads(run_cli(home, "search", "postgres backup", "--json").stdout)
+    assert data["match"] in ("strong", "weak") and data["hits"][0]["match"] in ("strong", "weak")
+
+
+def test_an_index_made_by_an_older_analysis_is_rebuilt_by_reindex(
+    brain: ops.Brain, library: Path
+) -> None:
+    from brainmap.analysis import ANALYZER_VERSION
+
+    write(library / "art" / "painted.md", "# Weekend\n\nMelanie painted a sunset.\n")
+    ops.reindex(brain, ops.ReindexInput())
+    library_id = brain.store.library_ids(["example"])["example"]
+    with brain.store.write():  # as a database migrated from before stems would be
+        brain.store.conn.execute("UPDATE library SET analyzer = 0 WHERE name = 'example'")
+        brain.store.conn.execute("DELETE FROM chunk_fts")
+    assert brain.store.behind_analyzer(ANALYZER_VERSION) == ["example"]
+    assert not brain.searcher.search("painting", mode="bm25").hits
+    report = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
+    assert report["example"].updated > 0
+    assert brain.store.library_analysis(library_id) == (ANALYZER_VERSION, "auto")
+    assert brain.searcher.search("painting", mode="bm25").hits[0].path == "art/painted.md"
+    again = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
+    assert again["example"].updated == 0  # once rebuilt, only changes are read
+    brain.cfg.library("example").language = "none"  # a new language setting: rebuilt too
+    config.save(brain.cfg)
+    changed = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
+    assert changed["example"].updated > 0
+    assert brain.store.library_analysis(library_id) == (ANALYZER_VERSION, "none")
+    assert brain.searcher.search("painting", mode="bm25", floor=False).hits == []
+
+
+def test_a_quoted_phrase_alone_is_graded_by_its_words(brain: ops.Brain) -> None:
+    plain = brain.searcher.search("postgres backup")
+    quoted = brain.searcher.search('"postgres backup"')
+    assert quoted.match == plain.match != "none" and quoted.hits
+
+
+def test_a_library_without_stems_is_searched(brain: ops.Brain, library: Path) -> None:
+    brain.cfg.library("example").language = "none"
+    config.save(brain.cfg)
+    write(library / "art" / "painted.md", "# Weekend\n\nMelanie painted a sunset.\n")
+    ops.reindex(brain, ops.ReindexInput())
+    brain.close()
+    brain = ops.Brain(brain.cfg.home)
+    hits = brain.searcher.search("painted sunset", mode="bm25").hits
+    assert hits and hits[0].path == "art/painted.md"
+    assert not [h for h in brain.searcher.search("painting", mode="bm25").hits
+                if h.path == "art/painted.md"]  # fmt: skip
+    brain.close()

@@ -1,15 +1,23 @@
-"""Text analysis shared by indexing and querying: CJK bigrams, query terms, stopwords.
+"""Text analysis shared by indexing and querying: CJK bigrams, stems, query terms, stopwords.
 
 SQLite's unicode61 tokenizer splits on spaces and punctuation only, so a run of Chinese or
 Japanese text would become one giant token. Both the indexed text and the query pass through
 :func:`fts_text`, which rewrites such runs as overlapping bigrams, so that any two-character
 word inside a run can match.
+
+Words are indexed as written, and a second FTS column holds their other forms
+(:func:`other_forms`): Snowball stems in the entry's language (``painted`` -> ``paint``) and
+words written with a bracketed letter inside (``[c]reate`` -> ``create``). A query term matches
+both columns by its written form and its stem, so an exact match scores above a stem match and
+nothing written is ever hidden (``array[i]`` is still ``array`` and ``i``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from typing import Any
 
 # Scripts written without spaces between words: Han, kana, Thai, Lao, Khmer, Myanmar.
 _NO_SPACE_SCRIPTS = (
@@ -25,8 +33,10 @@ _NO_SPACE_SCRIPTS = (
     "\u1780-\u17ff"  # Khmer
 )
 _RUN_RE = re.compile(f"[{_NO_SPACE_SCRIPTS}]+")
-# Mnemonic brackets inside a word ("E[x]tract", "[c]reate", "g[z]ip") would split it in three.
-_MNEMONIC_RE = re.compile(r"(?<=[^\W_])\[([^\W_]{1,3})\]|\[([^\W_]{1,3})\](?=[^\W_])")
+# a bracketed letter or three inside a word ("E[x]tract", "[c]reate", "array[i]"): such words are
+# also indexed joined
+_BRACKET_RE = re.compile(r"\[[^\W_]{1,3}\]")
+_WORD_RE = re.compile(r"[^\W\d_]{3,}")  # what a stemmer can change: letters only, 3 or more
 _PHRASE_RE = re.compile(r'"([^"]*)"')
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
@@ -41,10 +51,8 @@ def _bigrams(match: re.Match[str]) -> str:
 
 
 def fts_text(text: str) -> str:
-    """Return ``text`` as the FTS index sees it: mnemonic brackets inside words removed
-    (``E[x]tract`` -> ``Extract``) and no-space script runs rewritten as overlapping bigrams."""
-    if "[" in text:
-        text = _MNEMONIC_RE.sub(lambda m: m.group(1) or m.group(2), text)
+    """Return ``text`` as the FTS index sees it: no-space script runs rewritten as
+    overlapping bigrams."""
     if not _RUN_RE.search(text):
         return text
     return _RUN_RE.sub(_bigrams, text)
@@ -74,6 +82,8 @@ def estimate_tokens(text: str) -> int:
 
 def fold(term: str) -> str:
     """Lower-case and strip diacritics, as unicode61 with ``remove_diacritics 2`` does."""
+    if term.isascii():
+        return term.lower()
     decomposed = unicodedata.normalize("NFKD", term.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -142,10 +152,11 @@ def fts_quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-# Function words of en, es, it, pt, fr, de (folded: lower case, no diacritics). Frequent
-# words of other languages are pruned by document frequency in the search instead.
-STOPWORDS = frozenset(
-    """
+# Function words per language (Snowball's names), folded: lower case, no diacritics. They tell
+# a text's language and are dropped from queries; frequent words of other languages are
+# pruned by document frequency in the search instead.
+_FUNCTION_WORDS = {
+    "english": """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
     had has have having he her here hers herself him himself his how i if in into is it its
@@ -154,23 +165,232 @@ STOPWORDS = frozenset(
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
     yourselves get got also use using used may might must shall let lets s t d ll m o re ve y
+    """,
+    "spanish": """
     el la los las un una unos unas de del al y o u e ni que en con por para sin sobre entre
     es son era fue ser estar esta este estos estas ese esa esos esas lo le les se su sus mi
     mis tu tus nos como cuando donde cual cuales quien quienes mas pero si ya muy tambien hay
-    ha han he hemos cada puede pueden hacer
+    ha han he hemos cada puede pueden hacer más también qué cómo cuándo dónde cuál quién él sí
+    está están
+    """,
+    "italian": """
     il lo gli i le un uno una di da in con su per tra fra del della dello dei degli delle al
     allo alla ai agli alle dal dallo dalla dai dagli dalle nel nello nella nei negli nelle sul
     sullo sulla sui sugli sulle che chi cui non come dove quando perche e ed o ma se anche piu
     sono essere stato era questo questa questi queste quello quella quelli quelle ci si ne mi
-    ti vi loro suo sua suoi sue mio mia tuo tua
+    ti vi loro suo sua suoi sue mio mia tuo tua perché più è già così
+    """,
+    "portuguese": """
     o os as um uma uns umas do da dos das no na nos nas ao aos em por para com sem que se nao
     mais mas como quando onde qual quais ou seu sua seus suas ser estar foi sao esta este isso
-    isto
+    isto não são é também já está
+    """,
+    "french": """
     le la les un une des du de et ou mais donc car ni que qui quoi dont ou en dans sur sous par
     pour avec sans ce cet cette ces son sa ses leur leurs il elle ils elles nous vous je tu on
-    est sont etre avoir ai as avons avez ont pas plus ne au aux
+    est sont etre avoir ai as avons avez ont pas plus ne au aux à où être été déjà
+    """,
+    "german": """
     der die das den dem des ein eine einer eines einem einen und oder aber nicht mit von zu zum
     zur im in an am auf aus bei fur uber unter vor nach ist sind war waren sein hat haben wie
-    wo wann was wer welche welcher welches ich du er sie es wir ihr dass auch nur noch kann
-    """.split()
+    wo wann was wer welche welcher welches ich du er sie es wir ihr dass auch nur noch kann für
+    über daß
+    """,
+    "russian": """
+    и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее
+    мне было вот от меня еще нет о из ему когда даже ну ли если уже или ни быть был него до
+    вас там потом себя ничего ей может они тут где есть надо ней для мы тебя их чем была сам
+    без чего раз тоже себе под будет тогда кто этот того потому этого какой здесь этом один
+    мои тем чтобы сейчас были куда всех можно при два об другой после над больше тот через эти
+    нас про всего них какая много три эту моя свою этой перед такой им более всегда между
+    """,
+}
+_LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
+for _language, _words in _FUNCTION_WORDS.items():
+    for _word in _words.split():
+        _word = fold(_word)
+        _LANGUAGES_OF[_word] = (*_LANGUAGES_OF.get(_word, ()), _language)
+STOPWORDS = frozenset(_LANGUAGES_OF)
+# function words as written (accents kept) and folded: what detection compares a text with
+_WRITTEN = STOPWORDS | {w.lower() for words in _FUNCTION_WORDS.values() for w in words.split()}
+LANGUAGES = tuple(_FUNCTION_WORDS)  # those :func:`detect_language` tells apart
+DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be told
+NO_STEMS = "none"  # a library setting: words are indexed as written only
+# The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
+# library indexed with an older one is re-read in full by the next reindex.
+ANALYZER_VERSION = 1
+_DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
+
+
+def detect_language(text: str, at_least: int = 2) -> str | None:
+    """The language of ``text`` by its distinct function words (None when fewer than
+    ``at_least`` of them, or a tie): cheap enough for every entry, and right on a sentence or
+    more."""
+    counts: dict[str, int] = {}
+    # distinct function words, by a set intersection: this runs once for every entry
+    for word in _WRITTEN & set(_LETTERS_RE.findall(text[:_DETECT_CHARS].lower())):
+        for language in _LANGUAGES_OF.get(word) or _LANGUAGES_OF[fold(word)]:
+            counts[language] = counts.get(language, 0) + 1
+    if not counts:
+        return None
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    best, hits = ranked[0]
+    if hits < at_least or (len(ranked) > 1 and ranked[1][1] == hits):
+        return None
+    return best
+
+
+_WORD_TOKEN_RE = re.compile(r"[^\W_]+")
+
+
+_stemmers = threading.local()  # a PyStemmer instance is not thread-safe: one per thread
+
+
+def _stemmer(language: str) -> Any:
+    found: dict[str, Any] | None = getattr(_stemmers, "by_language", None)
+    if found is None:
+        found = _stemmers.by_language = {}
+    stemmer = found.get(language)
+    if stemmer is None:
+        import Stemmer  # PyStemmer: Snowball in C, about 0.3 us a word
+
+        stemmer = found[language] = Stemmer.Stemmer(language)
+    return stemmer
+
+
+def is_language(name: str) -> bool:
+    """Whether Snowball has a stemmer of that name (``english``, ``spanish``, ...)."""
+    import Stemmer
+
+    return name in Stemmer.algorithms()
+
+
+def stems(words: list[str], language: str) -> list[str]:
+    """The Snowball stems of ``words`` folded (queries are often typed without accents, so
+    both sides stem the folded word), in order; ``none`` leaves them as they are."""
+    plain = [_fold_fast(w) for w in words]
+    return plain if language == NO_STEMS else list(_stemmer(language).stemWords(plain))
+
+
+# what stemmers of Latin, Greek and Cyrillic languages can change, in folded text: letters only,
+# three or more (an explicit range is twice as fast as \w, and skips CJK runs glued to words)
+_ALPHABETIC = "a-z\u00df-\u00f6\u00f8-\u024f\u0370-\u03ff\u0400-\u04ff"
+_ALPHABETIC_WORD_RE = re.compile(f"[{_ALPHABETIC}]{{3,}}")
+_LETTERS_RE = re.compile(f"[{_ALPHABETIC}]+")  # the words function words are among
+_NON_ALPHABETIC = frozenset(
+    {"arabic", "armenian", "hindi", "nepali", "persian", "tamil", "yiddish"}
 )
+_COMBINING_RE = re.compile("[\u0300-\u036f]+")
+
+
+def _fold_fast(text: str) -> str:
+    """:func:`fold` for the scripts stemmers read (diacritics of Latin, Greek, Cyrillic)."""
+    if text.isascii():
+        return text.lower()
+    return _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text.lower()))
+
+
+# the letters each stemmer reads, after folding: a page in another script costs it nothing
+_SCRIPT_WORD_RE = {
+    "english": re.compile("[a-z]{3,}"),
+    "porter": re.compile("[a-z]{3,}"),
+    "russian": re.compile("[\u0400-\u04ff]{3,}"),
+    "greek": re.compile("[\u0370-\u03ff]{3,}"),
+}
+_LATIN_WORD_RE = re.compile("[a-z\u00df-\u00f6\u00f8-\u024f]{3,}")
+
+
+def _stemmable_words(text: str, language: str) -> list[str]:
+    """The folded words of ``text`` a stemmer of ``language`` can change, in order."""
+    if language in _NON_ALPHABETIC:
+        return _WORD_RE.findall(_fold_fast(fts_text(text)))
+    if language == "serbian":  # written in both alphabets
+        return _ALPHABETIC_WORD_RE.findall(_fold_fast(text))
+    return _SCRIPT_WORD_RE.get(language, _LATIN_WORD_RE).findall(_fold_fast(text))
+
+
+def other_forms(text: str, language: str | None) -> str:
+    """The forms of the words of ``text`` that the FTS tokenizer does not index by itself:
+    each word's stem in ``language`` where it differs from the word, and words written with
+    brackets inside joined (``[c]reate`` -> ``create``, and its stem). Space-separated, one
+    per occurrence, so that term frequencies count."""
+    language = language or DEFAULT_LANGUAGE
+    stemming = language != NO_STEMS
+    out: list[str] = []
+    if stemming:
+        words = _stemmable_words(text, language)
+        if words:
+            new_stems = _new_stems(words, language)
+            out = [stem for stem in map(new_stems.get, words) if stem]
+    if "[" in text:
+        for written in _bracketed_words(text):
+            joined = _fold_fast(written.replace("[", "").replace("]", ""))
+            out.append(joined)
+            if stemming and (stem := _new_stems([joined], language).get(joined)):
+                out.append(stem)
+    return " ".join(out)
+
+
+def _bracketed_words(text: str) -> list[str]:
+    """The words of ``text`` written with bracketed letters inside or at an end (a lone
+    ``[x]`` is not one)."""
+    words: list[str] = []
+    end = 0
+    for match in _BRACKET_RE.finditer(text):
+        if match.start() < end:
+            continue  # inside the word found last
+        start = match.start()
+        while start > 0 and text[start - 1].isalnum():
+            start -= 1
+        end = match.end()
+        while end < len(text):
+            if text[end].isalnum():
+                end += 1
+            elif (more := _BRACKET_RE.match(text, end)) is not None:
+                end = more.end()
+            else:
+                break
+        if start < match.start() or end > match.end():
+            words.append(text[start:end])
+    return words
+
+
+_STEM_CACHE_SIZE = 200_000  # words per language; a vocabulary repeats from chunk to chunk
+_stem_caches: dict[str, dict[str, str]] = {}
+
+
+def _new_stems(words: list[str], language: str) -> dict[str, str]:
+    """Each of ``words`` (folded) -> its stem, or "" when stemming does not change it.
+    After an overflow the cache holds this call's words again before it is returned."""
+    cache = _stem_caches.setdefault(language, {})
+    missing = [w for w in set(words) if w not in cache]
+    if missing:
+        if len(cache) + len(missing) > _STEM_CACHE_SIZE:
+            cache.clear()
+            missing = list(set(words))
+        stemmed = _stemmer(language).stemWords(missing)
+        cache.update((w, "" if s == w else s) for w, s in zip(missing, stemmed, strict=True))
+    return cache
+
+
+def forms_of(text: str, languages: tuple[str, ...]) -> set[str]:
+    """Every form under which ``text`` can be found: its tokens as indexed and their other
+    forms in each of ``languages``."""
+    held = set(_WORD_TOKEN_RE.findall(fold(fts_text(text))))
+    for language in languages:
+        held.update(other_forms(text, language).split())
+    return held
+
+
+def term_stems(query: str, languages: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each folded query term with the stems (folded) it has in ``languages`` where they
+    differ from the term, for the words a stemmer can change."""
+    out: dict[str, list[str]] = {}
+    for language in languages:
+        if language == NO_STEMS:
+            continue
+        words = list(dict.fromkeys(_stemmable_words(query, language)))
+        for word, stem in zip(words, _stemmer(language).stemWords(words), strict=True):
+            if stem != word and stem not in out.setdefault(word, []):
+                out[word].append(stem)
+    return out

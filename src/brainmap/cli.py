@@ -430,7 +430,10 @@ def _print_hits(result: Any) -> None:
             err=True,
         )  # fmt: skip
     if not result.hits:
-        click.echo("no results")
+        if result.match == "none" and result.query.strip():
+            click.echo(f"no close match for {result.query!r}: nothing holds its words or meaning")
+        else:
+            click.echo("no results")
         return
     words = sorted({re.escape(t) for t in result.terms if len(t) > 1}, key=len, reverse=True)
     pattern = re.compile("|".join(words), re.IGNORECASE) if words else None
@@ -442,6 +445,7 @@ def _print_hits(result: Any) -> None:
             + click.style(f"  [{hit.library}] ", fg="magenta")
             + click.style(f"{hit.path}:{hit.line_start}-{hit.line_end}", fg="cyan")
             + click.style(f"  {hit.score:.4f}", dim=True)
+            + ("" if hit.match == "strong" else click.style(f"  {hit.match} match", dim=True))
         )
         snippet = hit.snippet
         if pattern is not None:

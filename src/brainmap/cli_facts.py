@@ -110,7 +110,9 @@ def ask(
 
 def _print_answer(result: Any) -> None:
     if result.answer:
-        click.echo(click.style(f"answer: {result.answer}", bold=True) + "  (confirmed)")
+        # an answer settled by authority, or a declared absence, is not two sources agreeing
+        tag = "confirmed" if result.confirmed else "not confirmed by a second kind of source"
+        click.echo(click.style(f"answer: {result.answer}", bold=True) + f"  ({tag})")
     elif result.facts:
         click.echo(click.style("no confirmed answer", bold=True) + "; what the sources say:")
     for fact in result.facts:

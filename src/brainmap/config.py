@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from brainmap.analysis import is_language
 from brainmap.errors import UserError
 from brainmap.safefile import atomic_write
 
@@ -64,6 +65,7 @@ class LibraryConfig:
     facts: dict[str, list[str]] = field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_FACTS.items()}
     )
+    language: str = "auto"  # stems: told per entry, a Snowball name (english, ...), or none
 
     @property
     def paths(self) -> PathFilter:
@@ -93,6 +95,7 @@ class IndexSettings:
     """How files become chunks and vectors."""
 
     chunk_tokens: int = 300
+    turn_tokens: int = 450  # units of text written one line per turn (dialogues, diaries)
     max_file_mb: float = 10.0
     embed_batch: int = 32
 
@@ -101,15 +104,22 @@ class IndexSettings:
 class SearchSettings:
     """Fusion and ranking parameters; tune them with ``brainmap eval``."""
 
-    rrf_k: int = 60
+    rrf_k: int = 2  # top-heavy: a first place in either list counts most (LoCoMo CV)
     bm25_weight: float = 1.0
-    vector_weight: float = 1.0
-    candidates: int = 20  # per list; LoCoMo recall@10 0.79 at 50, 0.84 at 20 (benchmarks/locomo.py)
+    vector_weight: float = 0.75
+    candidates: int = 50  # per list (benchmarks/locomo.py --cv, as rrf_k and the weights)
     half_life_days: float = 365.0  # staleness decay on last_verified; 0 turns it off
     decay_floor: float = 0.5
     df_prune: float = 0.2  # drop query terms found in more than this share of chunks
     title_weight: float = 4.0
     heading_weight: float = 2.0
+    forms_weight: float = 1.0  # BM25 weight of the words' other forms (stems)
+    # match levels (benchmarks/floor.py): the share of the query's word weight a hit holds,
+    # or its cosine similarity, from which it is a strong or a weak match
+    strong_coverage: float = 0.5
+    weak_coverage: float = 0.2
+    strong_similarity: float = 0.84
+    weak_similarity: float = 0.82
 
 
 @dataclass
@@ -136,6 +146,27 @@ class WebSettings:
 
     url: str = ""  # e.g. http://127.0.0.1:8888/search; empty: no web search
     timeout_s: float = 5.0
+
+
+RERANK_KINDS = ("http", "fastembed")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class RerankSettings:
+    """The optional cross-encoder rerank of the top hits (``brainmap.rerank``); off by default."""
+
+    url: str = ""  # a rerank endpoint (llama.cpp server, TEI, Jina); empty: off for kind http
+    model: str = ""  # sent as "model" (omitted when empty); the model name for kind fastembed
+    api_key_env: str = ""  # the NAME of an environment variable holding a bearer token
+    top_n: int = 20  # how many of the first hits are reranked
+    weight: float = 0.5  # the reranker's share of the rank blend: 0 first stage only, 1 it alone
+    timeout_s: float = 3.0
+    kind: str = "http"  # http (the endpoint at url) or fastembed (a local cross-encoder)
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind == "fastembed" or bool(self.url)
 
 
 @dataclass
@@ -185,6 +216,7 @@ class Config:
     save: SaveSettings = field(default_factory=SaveSettings)
     graph: GraphSettings = field(default_factory=GraphSettings)
     web: WebSettings = field(default_factory=WebSettings)
+    rerank: RerankSettings = field(default_factory=RerankSettings)
     map: MapSettings = field(default_factory=MapSettings)
     hooks: HookSettings = field(default_factory=HookSettings)
     diary: DiarySettings = field(default_factory=DiarySettings)
@@ -345,6 +377,7 @@ def load(home: Path) -> Config:
         cfg.save = _section(SaveSettings, data.get("save", {}))
         cfg.graph = _section(GraphSettings, data.get("graph", {}))
         cfg.web = _section(WebSettings, data.get("web", {}))
+        cfg.rerank = _rerank_section(data.get("rerank", {}))
         cfg.map = _section(MapSettings, data.get("map", {}))
         cfg.hooks = _section(HookSettings, data.get("hooks", {}))
         cfg.diary = _section(DiarySettings, data.get("diary", {}))
@@ -357,9 +390,15 @@ def load(home: Path) -> Config:
                 exclude=_globs(raw, "exclude", DEFAULT_EXCLUDE),
                 code=_globs(raw, "code", DEFAULT_CODE),
                 facts=_fact_globs(raw.get("facts", {})),
+                language=str(raw.get("language", "auto")).lower(),
             )
             if lib.scope not in SCOPES:
                 raise ValueError(f"library {lib.name}: scope must be project or global")
+            if lib.language not in ("auto", "none") and not is_language(lib.language):
+                raise ValueError(
+                    f"library {lib.name}: language must be auto, none or a Snowball language "
+                    "(english, spanish, italian, ...)"
+                )
             lib.paths  # noqa: B018 - validates the globs now, not in the middle of a reindex
             lib.code_paths  # noqa: B018
             cfg.libraries.append(lib)
@@ -371,10 +410,16 @@ def load(home: Path) -> Config:
 # Allowed ranges of the numeric settings (inclusive).
 _RANGES: dict[str, tuple[float, float]] = {
     "chunk_tokens": (16, 100_000),
+    "turn_tokens": (16, 100_000),
     "max_file_mb": (0.001, 10_000),
     "embed_batch": (1, 4096),
     "rrf_k": (0, 10_000),
     "bm25_weight": (0, 100),
+    "forms_weight": (0, 100),
+    "strong_coverage": (0, 1.01),
+    "weak_coverage": (0, 1.01),
+    "strong_similarity": (-1, 1.01),
+    "weak_similarity": (-1, 1.01),
     "vector_weight": (0, 100),
     "candidates": (1, 10_000),
     "half_life_days": (0, 1e6),
@@ -395,6 +440,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "session_tokens": (50, 100_000),
     "file_tokens": (20, 100_000),
     "prompt_hits": (1, 20),
+    "top_n": (1, 1000),
+    "weight": (0, 1),
 }
 
 
@@ -428,6 +475,20 @@ def _section(cls: Any, raw: Any) -> Any:
     return cls(**values)
 
 
+def _rerank_section(raw: Any) -> RerankSettings:
+    settings: RerankSettings = _section(RerankSettings, raw)
+    if settings.kind not in RERANK_KINDS:
+        raise ValueError(f"[rerank] kind = {settings.kind!r}: use {' or '.join(RERANK_KINDS)}")
+    if settings.url and not settings.url.startswith(("http://", "https://")):
+        raise ValueError(f"[rerank] url = {settings.url!r} must start with http:// or https://")
+    if settings.api_key_env and not _ENV_NAME_RE.match(settings.api_key_env):
+        raise ValueError(
+            "[rerank] api_key_env must be the name of an environment variable "
+            "(such as BRAINMAP_RERANK_KEY), never the key itself"
+        )
+    return settings
+
+
 def _fact_globs(raw: Any) -> dict[str, list[str]]:
     if not isinstance(raw, dict) or set(raw) - set(DEFAULT_FACTS):
         raise ValueError(f"library facts must be a table with keys {sorted(DEFAULT_FACTS)}")
@@ -457,6 +518,7 @@ def to_toml(cfg: Config) -> str:
         ("save", cfg.save),
         ("graph", cfg.graph),
         ("web", cfg.web),
+        ("rerank", cfg.rerank),
         ("map", cfg.map),
         ("hooks", cfg.hooks),
         ("diary", cfg.diary),
@@ -473,6 +535,8 @@ def to_toml(cfg: Config) -> str:
         out.append(f"exclude = {_toml_value(lib.exclude)}")
         if lib.code != DEFAULT_CODE:
             out.append(f"code = {_toml_value(lib.code)}")
+        if lib.language != "auto":
+            out.append(f"language = {_toml_value(lib.language)}")
         changed = {k: v for k, v in lib.facts.items() if v != DEFAULT_FACTS[k]}
         if changed:
             out.append("facts = {" + ", ".join(f"{k} = {_toml_value(v)}"

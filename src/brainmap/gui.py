@@ -462,6 +462,12 @@ class Gui:
                 "every library</a>.</p>"
             )
         if not result.hits:
+            if result.match == "none" and query.strip():
+                return warnings + (
+                    f'<h2 id="results">No close match for “{_e(query)}”</h2>'
+                    '<p class="hint">Nothing here holds its words or its meaning. Try other '
+                    "words, or search every library.</p>"
+                )
             return warnings + (
                 f'<h2 id="results">No results for “{_e(query)}”</h2>'
                 '<p class="hint">Try other words, or search every library.</p>'
@@ -473,7 +479,8 @@ class Gui:
             items.append(
                 f'<li><h3><a href="{_e(anchor)}">{_e(hit.title)}</a></h3>'
                 f'<p class="meta">{_e(hit.library)} · '
-                f"<code>{_e(hit.path)}:{_lines(hit.line_start, hit.line_end)}</code>{heading}</p>"
+                f"<code>{_e(hit.path)}:{_lines(hit.line_start, hit.line_end)}</code>{heading}"
+                f"{'' if hit.match == 'strong' else f' · <em>{_e(hit.match)} match</em>'}</p>"
                 f'<p class="snippet">{_e(hit.snippet)}</p></li>'
             )
         count = _plural(len(result.hits), "result")

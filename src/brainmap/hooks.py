@@ -359,7 +359,7 @@ def prompt_context(cfg: Config, store: Store, project: Project, prompt: str) -> 
     budget.add("brainmap: notes that may help with this request:")
     shown: set[str] = set()
     for hit in result.hits:
-        if len(shown) >= cfg.hooks.prompt_hits or hit.id in shown:
+        if len(shown) >= cfg.hooks.prompt_hits or hit.id in shown or hit.match == "none":
             continue
         matched = above_floor(store, result.terms, hit.text + " " + hit.title)
         if not matched:

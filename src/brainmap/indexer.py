@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from brainmap.analysis import fts_text
+from brainmap.analysis import (
+    ANALYZER_VERSION,
+    DEFAULT_LANGUAGE,
+    detect_language,
+    fts_text,
+    other_forms,
+)
 from brainmap.config import Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
@@ -34,7 +40,7 @@ from brainmap.embedding import (
 from brainmap.errors import UserError
 from brainmap.facts import records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
-from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
+from brainmap.markdown import DecodeError, Entry, breadcrumbs, decode, parse
 from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
 from brainmap.store import (
     ChunkRecord,
@@ -280,7 +286,11 @@ def index_library(
             f"library {lib.name!r}: {root} is not a folder",
             hint=f"restore the folder, or `brainmap library remove {lib.name}`",
         )
-    library_id = store.ensure_library(lib.name, str(root), lib.scope)
+    library_id = store.ensure_library(lib.name, str(root), lib.scope, lib.language)
+    # rows made by an older text analysis (stems, units) or another language setting are
+    # rewritten: the whole library
+    analysis = (ANALYZER_VERSION, lib.language)
+    full = full or store.library_analysis(library_id) != analysis
     states = store.entry_states(library_id)
     code_states = store.code_states(library_id)
     known_skips = store.skip_states(library_id)
@@ -387,8 +397,8 @@ def index_library(
             ]
         )
         store.clear_skips(library_id, skipped)
-        if report.added or report.updated or report.deleted or report.skipped:
-            store.mark_indexed(library_id, _now())
+        if report.added or report.updated or report.deleted or report.skipped or full:
+            store.mark_indexed(library_id, _now(), analysis if full else None)
         batch.commit()
     except BaseException as exc:
         batch.abort(exc)
@@ -435,7 +445,12 @@ def _index_file(
     except DecodeError as exc:
         return str(exc)
     stem = found.path.name.rsplit(".", 1)[0]
-    parsed = parse(text, fallback_title=stem, chunk_tokens=cfg.index.chunk_tokens)
+    parsed = parse(
+        text,
+        fallback_title=stem,
+        chunk_tokens=cfg.index.chunk_tokens,
+        turn_tokens=cfg.index.turn_tokens,
+    )
     if problem:
         parsed.warnings.insert(0, problem)
     eid = entry_id(lib.name, found.rel)
@@ -466,7 +481,10 @@ def _index_file(
         slug=slug_of(found.rel),
         blob=blob,
     )
-    fts_title = fts_text(title_line(parsed.title, parsed.aliases))
+    record.language = language_of(lib, parsed)
+    title = title_line(parsed.title, parsed.aliases)
+    fts_title = fts_text(title)
+    title_forms = other_forms(title, record.language)
     chunks = [
         ChunkRecord(
             id=chunk_id(eid, ch.ord),
@@ -481,6 +499,11 @@ def _index_file(
             fts_title=fts_title,
             fts_heading=fts_text(ch.heading),
             fts_body=fts_text(ch.text),
+            fts_forms=" ".join(
+                f
+                for f in (title_forms, other_forms(ch.heading + "\n" + ch.text, record.language))
+                if f
+            ),
         )
         for ch in parsed.chunks
     ]
@@ -504,6 +527,21 @@ def _index_file(
         report.updated += 1
     report.chunks += len(chunks)
     return None
+
+
+def language_of(lib: LibraryConfig, parsed: Entry) -> str:
+    """The language an entry's words are stemmed in: the library's, or told from its text
+    (English when it cannot be told); ``none`` stems nothing."""
+    if lib.language != "auto":
+        return lib.language
+    sample: list[str] = []
+    size = 0
+    for chunk in parsed.chunks:
+        sample.append(chunk.text)
+        size += len(chunk.text)
+        if size >= 4000:
+            break
+    return detect_language("\n".join(sample)) or DEFAULT_LANGUAGE
 
 
 def _source_rev(

@@ -18,11 +18,13 @@ from typing import Any
 from brainmap.analysis import estimate_tokens
 
 DEFAULT_CHUNK_TOKENS = 300
+DEFAULT_TURN_TOKENS = 450  # units of a text written one line per turn (a dialogue, a diary)
 DEFAULT_TYPE = "note"
 
 _ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_RE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_FENCE_OR_INDENT, _ATX_OR_INDENT, _SETEXT_OR_INDENT = " `~", " #", " =-"  # first characters
 _NOT_PARAGRAPH_RE = re.compile(r"^(?: {4}|\t| {0,3}(?:[-*+]\s|\d{1,9}[.)]\s|>|\||#|`{3}|~{3}))")
 
 
@@ -113,7 +115,13 @@ def decode(data: bytes) -> tuple[str, str | None]:
     return data.decode("cp1252", errors="replace"), "not UTF-8; read as Windows-1252"
 
 
-def parse(text: str, *, fallback_title: str, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> Entry:
+def parse(
+    text: str,
+    *,
+    fallback_title: str,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    turn_tokens: int = DEFAULT_TURN_TOKENS,
+) -> Entry:
     """Parse an entry: frontmatter, title, heading-aware chunks. Never raises on content."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -126,7 +134,7 @@ def parse(text: str, *, fallback_title: str, chunk_tokens: int = DEFAULT_CHUNK_T
     _apply_meta(entry, meta)
     if "title" not in meta or not entry.title:
         entry.title = _first_heading(sections) or fallback_title
-    entry.chunks = _chunks(lines, sections, max(chunk_tokens, 16))
+    entry.chunks = _chunks(lines, sections, max(chunk_tokens, 16), max(turn_tokens, 16))
     entry.links = _frontmatter_relations(meta, lines, body_start) + _body_links(
         lines, sections, body_start
     )
@@ -358,17 +366,18 @@ def _sections(lines: list[str], start: int) -> list[_Section]:
                 sections[-1].fences.append((fence[2], i + 1))
                 fence = None
             continue
-        opened = _FENCE_RE.match(line)
+        first = line[:1]  # most lines cannot open a fence or a heading: no regex for them
+        opened = _FENCE_RE.match(line) if first in _FENCE_OR_INDENT else None
         if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
             fence = (opened.group(1)[0], len(opened.group(1)), i)
             prev_paragraph = False
             continue
         level, title = 0, ""
-        atx = _ATX_RE.match(line)
+        atx = _ATX_RE.match(line) if first in _ATX_OR_INDENT else None
         if atx:
             level, title = len(atx.group(1)), (atx.group(2) or "").strip()
             heading_start = i
-        elif prev_paragraph and _SETEXT_RE.match(line):
+        elif prev_paragraph and first in _SETEXT_OR_INDENT and _SETEXT_RE.match(line):
             level = 1 if line.strip()[0] == "=" else 2
             title, heading_start = lines[i - 1].strip(), i - 1
         if level:
@@ -424,7 +433,7 @@ def _blocks(lines: list[str], section: _Section) -> list[tuple[int, int, bool]]:
     return blocks
 
 
-def _chunks(lines: list[str], sections: list[_Section], limit: int) -> list[Chunk]:
+def _chunks(lines: list[str], sections: list[_Section], limit: int, turn_limit: int) -> list[Chunk]:
     spans: list[tuple[int, int, str]] = []  # (start, end exclusive, heading path)
     pending_start: int | None = None  # a heading-only section waiting for its content
     for section in sections:
@@ -437,7 +446,7 @@ def _chunks(lines: list[str], sections: list[_Section], limit: int) -> list[Chun
                 pending_start = start
             continue
         pending_start = None
-        for piece_start, piece_end in _pack(lines, blocks, limit, start):
+        for piece_start, piece_end in _pack(lines, blocks, limit, start, turn_limit):
             spans.append((piece_start, piece_end, section.path))
     if pending_start is not None:  # trailing headings with no content still get indexed
         spans.append((pending_start, _last_nonblank(lines, len(lines)), sections[-1].path))
@@ -458,31 +467,75 @@ def _last_nonblank(lines: list[str], end: int) -> int:
 
 
 def _pack(
-    lines: list[str], blocks: list[tuple[int, int, bool]], limit: int, first_start: int
+    lines: list[str],
+    blocks: list[tuple[int, int, bool]],
+    limit: int,
+    first_start: int,
+    turn_limit: int,
 ) -> list[tuple[int, int]]:
-    """Greedily pack consecutive blocks into pieces of at most ``limit`` tokens."""
+    """Greedily pack consecutive blocks into pieces of at most ``limit`` tokens. A block of
+    one line per turn (a dialogue, a log, a diary) that does not fit gets pieces of its own,
+    of at most ``turn_limit`` tokens, cut between turns only."""
     pieces: list[tuple[int, int]] = []
     start, tokens = first_start, 0
     cursor = first_start
+    after_turns = False
     for b_start, b_end, atomic in blocks:
+        if after_turns:  # a new piece starts at the block, not at the blank line before it
+            start, after_turns = b_start, False
         size = estimate_tokens("\n".join(lines[b_start:b_end]))
-        if tokens and tokens + size > limit:
+        turns = (
+            not atomic
+            and size > min(turn_limit, limit)
+            and _one_line_per_turn(lines, b_start, b_end)
+        )
+        if tokens and (turns or tokens + size > limit):
             pieces.append((start, cursor))
             start, tokens = b_start, 0
-        if size > limit and not atomic:
+        if turns or (size > limit and not atomic):
             # a huge paragraph or list: cut between lines
+            cap = turn_limit if turns else limit
             for line_no in range(b_start, b_end):
                 line_size = estimate_tokens(lines[line_no])
-                if tokens and tokens + line_size > limit:
+                if tokens and tokens + line_size > cap:
                     pieces.append((start, line_no))
                     start, tokens = line_no, 0
                 tokens += line_size
+            if turns:  # what follows the turns starts a piece of its own
+                pieces.append((start, b_end))
+                start, tokens, after_turns = b_end, 0, True
         else:
             tokens += size
         cursor = b_end
     if cursor > start:
         pieces.append((start, cursor))
     return pieces
+
+
+# a turn: a line that starts with a speaker's label and a colon ("Ana: ...", "[D1:3] Ana: ...",
+# "**Q:** ...", "- Asked: ..."), or with a time ("10:32 ...", "- [10:32] ..."), as dialogues,
+# chat logs and diaries are written
+_LABEL_RE = re.compile(
+    r"^\s{0,3}(?:[-*+]\s+|\d{1,9}[.)]\s+)?(?:\[[^\]\n]{1,40}\]\s*)?[*_]{0,2}"
+    r"([^\s:*_`\[][^:\n`]{0,30}?)[*_]{0,2}:[*_]{0,2}\s"
+)
+_TIME_RE = re.compile(r"^\s{0,3}(?:[-*+]\s+)?\[?\d{1,2}:\d{2}\b")
+
+
+def _one_line_per_turn(lines: list[str], start: int, end: int) -> bool:
+    """Whether a block is written one line per turn: most of its lines start with a time, or
+    with a label that recurs (speakers take turns; a list of steps or terms does not)."""
+    count = end - start
+    if count < 3:
+        return False
+    if sum(1 for i in range(start, end) if _TIME_RE.match(lines[i])) >= 0.8 * count:
+        return True
+    labels: dict[str, int] = {}
+    for i in range(start, end):
+        found = _LABEL_RE.match(lines[i])
+        if found:
+            labels[found.group(1)] = labels.get(found.group(1), 0) + 1
+    return sum(labels.values()) >= 0.8 * count and max(labels.values()) >= 2
 
 
 # --- prose ---------------------------------------------------------------------------------

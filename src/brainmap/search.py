@@ -13,13 +13,24 @@ import json
 import math
 import re
 import threading
-from collections import OrderedDict
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from brainmap.analysis import common_above, fold, fts_quote, is_stopword, query_terms
-from brainmap.config import Config, scope_label
+from brainmap.analysis import (
+    ANALYZER_VERSION,
+    DEFAULT_LANGUAGE,
+    common_above,
+    detect_language,
+    fold,
+    forms_of,
+    fts_quote,
+    is_stopword,
+    query_terms,
+    term_stems,
+)
+from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
 from brainmap.graph import Hops
@@ -30,12 +41,17 @@ if TYPE_CHECKING:
 
     from brainmap.embed import Embedder
     from brainmap.project import Project
+    from brainmap.rerank import Reranker
+    from brainmap.store.records import VectorRows
 
 Mode = Literal["hybrid", "bm25", "vector"]
+MatchLevel = Literal["strong", "weak", "none"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
 MAX_CANDIDATE_TERMS = 400
 SNIPPET_CHARS = 240
+LANGUAGES_TTL_S = 60.0  # how long the index's languages are taken as known
+GRADE_CHARS = 20_000  # of a hit's text, what its match level reads (a chunk can be huge)
 
 
 @dataclass
@@ -63,6 +79,56 @@ class Hit:
     updated: str
     source_rev: str | None = None
     hops: Hops | None = None  # with --hop: File, Commits, People behind the hit
+    match: MatchLevel = "none"  # how closely it answers the query
+    coverage: float = 0.0  # the share of the query's word weight it holds
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """What a query is searched by: its FTS5 expression, the terms shown and highlighted,
+    and its informative words, each with the forms that match it and its weight (IDF)."""
+
+    expression: str | None
+    terms: list[str]
+    words: list[tuple[str, tuple[str, ...], float]]
+    languages: tuple[str, ...]
+    known: bool  # some word of the query is in the index (as written or by stem)
+    function_words_only: bool  # "the", "what is it": nothing to match closely
+
+
+STRONG: MatchLevel = "strong"
+WEAK: MatchLevel = "weak"
+NONE: MatchLevel = "none"
+LEVELS: tuple[MatchLevel, ...] = (NONE, WEAK, STRONG)
+
+
+def match_level(coverage: float, similarity: float | None, s: SearchSettings) -> MatchLevel:
+    """Strong, weak or none, by the thresholds calibrated on real negatives (the queries of
+    one corpus against another: benchmarks/floor.py)."""
+    sim = similarity if similarity is not None else -1.0
+    if coverage >= s.strong_coverage or sim >= s.strong_similarity:
+        return STRONG
+    if coverage >= s.weak_coverage or sim >= s.weak_similarity:
+        return WEAK
+    return NONE
+
+
+STANDOUT_MARGIN = 0.04  # cosine; nonsense never spreads its nearest ten this far (floor.py)
+STANDOUT_RANK = 10
+
+
+def standout(vector_hits: list[tuple[int, float]]) -> bool:
+    """Whether the nearest vector stands out from the tenth: a query about something does,
+    nonsense does not (its similarities are all alike). Too few vectors to tell: it does."""
+    if len(vector_hits) < STANDOUT_RANK // 2:
+        return bool(vector_hits)
+    tail = vector_hits[min(STANDOUT_RANK, len(vector_hits)) - 1][1]
+    return vector_hits[0][1] - tail >= STANDOUT_MARGIN
+
+
+def idf(df: int, total: int) -> float:
+    """BM25's inverse document frequency; a word found nowhere weighs the most."""
+    return math.log((total - df + 0.5) / (df + 0.5) + 1.0)
 
 
 @dataclass
@@ -73,6 +139,7 @@ class SearchResult:
     terms: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     routed: list[str] | None = None  # the libraries the map routed the search to, if it did
+    match: MatchLevel = "none"  # the best hit's level; none: no close match (and no hits)
 
 
 def parse_since(value: str | None) -> str | None:
@@ -99,66 +166,169 @@ def parse_since(value: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class _Snapshot:
+    """The vectors of one model as of one generation. Never changed once made: a refresh
+    builds a new one, so a search goes on reading the one it took.
+
+    The rows are a base matrix plus the rows added since it was made (``parts``), with the
+    rows removed since masked out (``alive``). Taking in a save copies only the small arrays
+    and the added rows; the base, shared with older snapshots, is rebuilt (compacted) once
+    the additions or removals grow past ``COMPACT_ROWS`` or an eighth of it.
+    """
+
     generation: int
-    ids: np.ndarray
+    ids: np.ndarray  # chunk id of each row of the parts, in order
     libraries: np.ndarray
-    matrix: np.ndarray
+    parts: tuple[np.ndarray, ...]  # read-only matrices: the base, then the rows added since
+    alive: np.ndarray | None = None  # rows not removed since the base; None: all of them
+
+    COMPACT_ROWS = 4096
+
+    @classmethod
+    def of(cls, rows: VectorRows) -> _Snapshot:
+        import numpy as np
+
+        ids = np.array(rows.ids, dtype=np.int64)
+        flat = np.frombuffer(rows.vectors, dtype=np.float32)  # read-only: it views bytes
+        matrix = flat.reshape(len(ids), -1) if len(ids) else np.empty((0, 0), dtype=np.float32)
+        return cls(rows.generation, ids, np.array(rows.library_ids, dtype=np.int64), (matrix,))
+
+    @property
+    def dim(self) -> int:
+        return int(self.parts[0].shape[1])
+
+    def __len__(self) -> int:
+        return len(self.ids) if self.alive is None else int(self.alive.sum())
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of every row with ``query`` (removed rows included)."""
+        import numpy as np
+
+        if len(self.parts) == 1:
+            scores: np.ndarray = self.parts[0] @ query
+            return scores
+        return np.concatenate([part @ query for part in self.parts])
+
+    def changed(self, changes: VectorRows) -> _Snapshot | None:
+        """A new snapshot: this one without the chunks ``changes`` touched, plus the vectors
+        they have now; None when they cannot be merged (no rows yet, another dimension)."""
+        import numpy as np
+
+        add = np.frombuffer(changes.vectors, dtype=np.float32)
+        if not len(self.ids) or add.size != len(changes.ids) * self.dim:
+            return None
+        gone = np.isin(self.ids, np.array(changes.touched, dtype=np.int64))
+        alive = ~gone if self.alive is None else self.alive & ~gone
+        parts = self.parts
+        if changes.ids:
+            add = add.reshape(len(changes.ids), self.dim)
+            if len(parts) > 1:  # one matrix of the rows added since the base
+                add = np.concatenate([parts[1], add])
+            add.setflags(write=False)
+            parts = (parts[0], add)
+        ids = np.concatenate([self.ids, np.array(changes.ids, dtype=np.int64)])
+        libraries = np.concatenate([self.libraries, np.array(changes.library_ids, dtype=np.int64)])
+        alive = np.concatenate([alive, np.ones(len(changes.ids), dtype=bool)])
+        new = _Snapshot(changes.generation, ids, libraries, parts, alive)
+        dead, added = len(ids) - int(alive.sum()), len(ids) - len(self.parts[0])
+        if max(dead, added) > max(self.COMPACT_ROWS, len(self.parts[0]) // 8):
+            return new.compacted()
+        return new
+
+    def compacted(self) -> _Snapshot:
+        """The same rows as one matrix, in chunk-id order (as a full load has them)."""
+        import numpy as np
+
+        alive = np.ones(len(self.ids), dtype=bool) if self.alive is None else self.alive
+        order = np.flatnonzero(alive)
+        order = order[np.argsort(self.ids[order], kind="stable")]
+        matrix = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
+        matrix = matrix[order]
+        matrix.setflags(write=False)
+        return _Snapshot(self.generation, self.ids[order], self.libraries[order], (matrix,))
 
 
 class VectorIndex:
-    """All vectors of one model as a matrix, reloaded when the store's vectors change.
+    """All vectors of one model as a matrix, kept up to date with the store.
 
-    One instance can serve many threads: a refresh swaps in a complete new snapshot.
+    A refresh reads only the vectors added or removed since its snapshot (the store logs each
+    change); it reads them all when there is no snapshot yet, when the log no longer reaches
+    back that far, or when much changed. One instance can serve many threads: a refresh swaps
+    in a complete new snapshot and never changes one that a search may be reading.
     """
+
+    MIN_CHANGES = 4096  # read changes rather than everything up to this many (or a quarter)
 
     def __init__(self, model: str) -> None:
         self.model = model
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None  # numpy loads with the first vector search
+        self.full_loads = 0  # how each refresh went (tests and benchmarks read them)
+        self.change_loads = 0
 
     def refresh(self, store: Store) -> None:
-        """Reload from ``store`` if any vector was added or removed since the last load."""
-        import numpy as np
-
+        """Bring the matrix up to date with ``store`` if any vector was added or removed."""
         generation = store.vector_generation()
         if self._snapshot is not None and generation == self._snapshot.generation:
             return
         with self._lock:
-            if self._snapshot is not None and generation == self._snapshot.generation:
-                return
-            ids, libs, blob = store.load_vectors(self.model)
-            flat = np.frombuffer(blob, dtype=np.float32)
-            matrix = flat.reshape(len(ids), -1) if ids else np.empty((0, 0), dtype=np.float32)
-            self._snapshot = _Snapshot(
-                generation, np.array(ids, dtype=np.int64), np.array(libs, dtype=np.int64), matrix
-            )
+            snap = self._snapshot
+            if snap is not None and generation == snap.generation:
+                return  # another thread refreshed meanwhile
+            new = None
+            if snap is not None:
+                limit = max(self.MIN_CHANGES, len(snap.ids) // 4)
+                changes = store.vector_changes(self.model, snap.generation, limit)
+                if changes is not None and changes.generation == snap.generation:
+                    return
+                new = snap.changed(changes) if changes is not None else None
+                self.change_loads += new is not None
+            if new is None:
+                new = _Snapshot.of(store.load_vectors(self.model))
+                self.full_loads += 1
+            self._snapshot = new
 
     def __len__(self) -> int:
-        return 0 if self._snapshot is None else len(self._snapshot.ids)
+        return 0 if self._snapshot is None else len(self._snapshot)
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk ids (ascending) and their vectors as of the last refresh (a copy)."""
+        import numpy as np
+
+        snap = self._snapshot
+        if snap is None:
+            return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+        whole = snap.compacted()
+        return whole.ids, whole.parts[0]
 
     def top(
         self, query: np.ndarray, k: int, filters: Filters, allowed: np.ndarray | None
     ) -> list[tuple[int, float]]:
-        """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters
-        (call :meth:`refresh` first)."""
+        """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters,
+        equal scores by chunk id (call :meth:`refresh` first)."""
         import numpy as np
 
         snap = self._snapshot
-        if snap is None or not len(snap.ids) or snap.matrix.shape[1] != query.shape[0]:
+        if snap is None or not len(snap.ids) or snap.dim != query.shape[0]:
             return []
-        scores = snap.matrix @ query
-        mask = None
+        scores = snap.scores(query)
+        mask = snap.alive
         if filters.library_ids is not None:
-            mask = np.isin(snap.libraries, np.array(filters.library_ids, dtype=np.int64))
+            in_library = np.isin(snap.libraries, np.array(filters.library_ids, dtype=np.int64))
+            mask = in_library if mask is None else mask & in_library
         if allowed is not None:
             in_allowed = np.isin(snap.ids, allowed)
             mask = in_allowed if mask is None else mask & in_allowed
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         k = min(k, len(scores))
-        best = np.argpartition(-scores, k - 1)[:k]
-        best = best[np.argsort(-scores[best])]
-        return [(int(snap.ids[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
+        if k <= 0:
+            return []
+        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        # every row scoring at least the k-th, so that ties at the cut go by chunk id too,
+        # whatever the order of the rows
+        best = np.flatnonzero(scores >= kth if np.isfinite(kth) else np.isfinite(scores))
+        best = best[np.lexsort((snap.ids[best], -scores[best]))][:k]
+        return [(int(snap.ids[i]), float(scores[i])) for i in best]
 
 
 class Searcher:
@@ -174,9 +344,10 @@ class Searcher:
         self.vectors = vectors or VectorIndex(self.model)
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._routes: _Routes | None = None
+        self._languages: tuple[float, tuple[str, ...], frozenset[str]] | None = None
+        self._reranker: Reranker | None = None
 
     # the pieces
 
@@ -196,26 +367,29 @@ class Searcher:
         return self._embedder_error
 
     def embed_query(self, text: str) -> np.ndarray | None:
-        with self._lock:
-            cached = self._query_cache.get(text)
-            if cached is not None:
-                self._query_cache.move_to_end(text)
-                return cached
-        from brainmap.embed import EmbedderError
+        """The query's vector (read-only), or None when the embedder is unavailable.
+
+        Recent queries come from the process-wide cache; the others are embedded together
+        with those of concurrent searches, in one model call (:class:`QueryBatcher`).
+        """
+        from brainmap.embed import EmbedderError, query_batcher
 
         embedder = self.embedder()
         if embedder is None:
             return None
         try:
-            vector = embedder.query(text)
+            return query_batcher(embedder).embed(text)
         except EmbedderError as exc:  # e.g. a remote endpoint went down: degrade to BM25
             self._embedder_error = exc.message
             return None
-        with self._lock:
-            self._query_cache[text] = vector
-            if len(self._query_cache) > 512:
-                self._query_cache.popitem(last=False)
-        return vector
+
+    def forget_queries(self) -> None:
+        """Empty the query cache (the next search of any query embeds it again)."""
+        from brainmap.embed import query_batcher
+
+        embedder = self.embedder()
+        if embedder is not None:
+            query_batcher(embedder).clear()
 
     def similar(self, text: str, limit: int = 8) -> list[tuple[HitRow, float]]:
         """Chunks nearest to ``text`` embedded as a passage, with their cosine similarity.
@@ -238,24 +412,72 @@ class Searcher:
         return [(rows[cid], similarity) for cid, similarity in top if cid in rows]
 
     def match_expression(self, query: str) -> tuple[str | None, list[str]]:
-        """The FTS5 expression for a query: an OR of its phrases and informative terms.
+        """The FTS5 expression for a query and the terms it holds (see :meth:`analyse`)."""
+        analysis = self.analyse(query)
+        return analysis.expression, analysis.terms
+
+    def analyse(self, query: str) -> QueryAnalysis:
+        """A query's FTS5 expression (an OR of its phrases, informative terms and their
+        stems) and the weight of each of its words for the match level.
 
         Stopwords are dropped, then terms found in more than ``df_prune`` of all chunks (or
         in none); an FTS5 OR over frequent words costs far more and ranks no better.
         """
         phrases, terms = query_terms(query)
+        languages = self.query_languages(query)
         # the first few hundred distinct words are plenty to pick the rarest from
-        candidates = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
-        freqs = self.store.doc_freqs(candidates)
+        words = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
+        # a phrase's words weigh in the match level as the other words do
+        phrase_words = [w for p in phrases for w in p.split() if not is_stopword(w)]
+        weighed_words = list(dict.fromkeys(phrase_words + words))[:MAX_CANDIDATE_TERMS]
+        # each word's stems follow it: an exact match then scores above a stem-only one
+        variants = term_stems(" ".join(weighed_words), languages)
+        forms_of_word = {w: (w, *variants.get(w, ())) for w in weighed_words}
+        candidates = list(dict.fromkeys(f for w in words for f in forms_of_word.get(w, (w,))))
+        candidates = candidates[:MAX_CANDIDATE_TERMS]
+        freqs = self.store.doc_freqs(
+            list(dict.fromkeys([*candidates, *(f for fs in forms_of_word.values() for f in fs)]))
+        )
+        total = max(self.store.chunk_count(), 1)
         present = [t for t in candidates if freqs.get(t)]
-        limit = common_above(max(self.store.chunk_count(), 1), self.cfg.search.df_prune)
+        limit = common_above(total, self.cfg.search.df_prune)
         keep = [t for t in present if freqs[t] <= limit]
         if not keep and present and not phrases:
             keep = [min(present, key=lambda t: freqs[t])]
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
         parts = [fts_quote(p) for p in phrases] + [fts_quote(t) for t in keep]
-        return (" OR ".join(parts) if parts else None), phrases + keep
+        weighed = [
+            (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
+            for word, forms in forms_of_word.items()
+        ]
+        return QueryAnalysis(
+            expression=" OR ".join(parts) if parts else None,
+            terms=phrases + keep,
+            words=weighed,
+            languages=languages,
+            known=any(freqs.get(f) for _, forms, _ in weighed for f in forms),
+            function_words_only=all(is_stopword(w) for w in weighed_words),
+        )
+
+    def query_languages(self, query: str) -> tuple[str, ...]:
+        """The languages a query's words are stemmed in: the index's main ones (those of at
+        least a tenth of its entries), and the one its function words tell if the index
+        holds it."""
+        now = time.monotonic()
+        if self._languages is None or now - self._languages[0] > LANGUAGES_TTL_S:
+            counts = self.store.languages()
+            total = sum(counts.values())
+            main = [lang for lang, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                    if n >= total / 10][:3]  # fmt: skip
+            self._languages = (now, tuple(main) or (DEFAULT_LANGUAGE,), frozenset(counts))
+        _, main_languages, present = self._languages
+        # two function words at least, of a language the index holds: "vi" or "die" alone
+        # would stem an English query in Italian or German
+        told = detect_language(query, at_least=2)
+        if told in present and told not in main_languages:
+            return (told, *main_languages)
+        return main_languages
 
     def filters(
         self,
@@ -298,8 +520,10 @@ class Searcher:
         route: bool = True,
         project: Project | None = None,
         not_types: list[str] | None = None,
+        floor: bool = True,
     ) -> SearchResult:
-        """Search the index; any text is a valid query. With ``route`` and more libraries
+        """Search the index; any text is a valid query. With ``floor``, a query that nothing
+        matches closely gets no hits (``match`` none), not the least bad ones. With ``route`` and more libraries
         than ``[map] route_above``, the library map picks the libraries to search first
         (hybrid and vector modes, when no library is named). ``project`` keeps the entries
         of a project (its libraries, or `project:` in their frontmatter)."""
@@ -309,6 +533,14 @@ class Searcher:
         query = query.replace("\x00", " ")
         filters = self.filters(libraries, types, tags, since, project, not_types)
         result = SearchResult(query=query, mode=mode, hits=[])
+        configured = {lib.name for lib in self.cfg.libraries}
+        behind = [n for n in self.store.behind_analyzer(ANALYZER_VERSION) if n in configured]
+        if behind:
+            result.warnings.append(
+                f"{', '.join(behind)} indexed by an older brainmap: keyword search misses "
+                "them until `brainmap reindex` rebuilds them"
+            )
+            floor = False  # words unknown to an index not rebuilt yet say nothing
         if not query.strip():
             return result
         settings = self.cfg.search
@@ -336,14 +568,16 @@ class Searcher:
                 filters = self.filters(result.routed, types, tags, since, project, not_types)
 
         bm25_ids: list[int] = []
+        analysis = self.analyse(query)
         if mode != "vector":
-            match, result.terms = self.match_expression(query)
-            if match:
-                weights = (settings.title_weight, settings.heading_weight, 1.0)
-                bm25_ids = self.store.bm25(match, filters, depth, weights)
+            result.terms = analysis.terms
+            if analysis.expression:
+                weights = (
+                    settings.title_weight, settings.heading_weight, 1.0, settings.forms_weight
+                )  # fmt: skip
+                bm25_ids = self.store.bm25(analysis.expression, filters, depth, weights)
         else:  # the terms still pick the snippet
-            words = query_terms(query)[1]
-            result.terms = ([t for t in words if not is_stopword(t)] or words)[:MAX_QUERY_TERMS]
+            result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 
         vector_hits: list[tuple[int, float]] = []
         if pending_vector is not None:
@@ -361,8 +595,55 @@ class Searcher:
             else:
                 vector_hits = self.vectors.top(query_vector, depth, filters, allowed)
 
-        result.hits = self._fuse(bm25_ids, vector_hits, limit, result.terms)
+        rerank = self.cfg.rerank
+        hits = self._fuse(
+            bm25_ids, vector_hits, max(limit, rerank.top_n) if rerank.enabled else limit,
+            result.terms,
+        )  # fmt: skip
+        if rerank.enabled and len(hits) > 1:
+            hits = self._rerank(query, hits, result.warnings)
+        result.hits = hits[:limit]
+        self._grade(result.hits, analysis, standout(vector_hits))
+        result.match = max((h.match for h in result.hits), key=LEVELS.index, default=NONE)
+        if floor and result.match == NONE and result.hits:
+            result.hits = []  # nothing close: ten confident-looking hits would mislead
         return result
+
+    def _rerank(self, query: str, hits: list[Hit], warnings: list[str]) -> list[Hit]:
+        """The hits reordered by the cross-encoder, blended with their fused order; the
+        fused order, with a warning, when it cannot answer."""
+        from brainmap.rerank import Reranker, RerankError
+
+        if self._reranker is None:
+            self._reranker = Reranker(self.cfg.rerank)
+        try:
+            reranked = self._reranker.rerank(query, [f"{h.title}\n{h.text}" for h in hits])
+        except RerankError as exc:
+            warnings.append(f"rerank unavailable: {exc.message}")
+            return hits
+        return [hits[i] for i in reranked.order]
+
+    def _grade(self, hits: list[Hit], analysis: QueryAnalysis, standout: bool) -> None:
+        """Give each hit its match level: how much of the query's weight its words hold
+        (as written or by stem), or how near its meaning is (cosine). ``standout``: the
+        nearest vectors stand out from the rest (a query about something, not nonsense)."""
+        s = self.cfg.search
+        total = sum(weight for _, _, weight in analysis.words)
+        for hit in hits:
+            text = "\n".join((hit.title, hit.heading, hit.text[:GRADE_CHARS]))
+            held = forms_of(text, analysis.languages)
+            covered = sum(w for _, forms, w in analysis.words if any(f in held for f in forms))
+            hit.coverage = round(covered / total, 4) if total else 0.0
+            # a query none of whose words the index knows is nonsense to it: the model still
+            # finds "similar" text (nonsense scores like a real query: benchmarks/floor.py)
+            if total and analysis.known:
+                hit.match = match_level(hit.coverage, hit.similarity, s)
+            elif total and standout and (hit.similarity or -1.0) >= s.strong_similarity:
+                hit.match = WEAK  # no word in common, but near in meaning: a paraphrase
+            else:
+                hit.match = NONE
+            if analysis.function_words_only and hit.match == STRONG:
+                hit.match = WEAK
 
     def route(self, query_vector: np.ndarray) -> list[str] | None:
         """The libraries a query should search, or None when routing does not apply (too
@@ -429,11 +710,7 @@ class Searcher:
         bm25_rank = {cid: r for r, cid in enumerate(bm25_ids, 1)}
         vector_rank = {cid: r for r, (cid, _) in enumerate(vector_hits, 1)}
         similarity = dict(vector_hits)
-        fused: dict[int, float] = {}
-        for cid, rank in bm25_rank.items():
-            fused[cid] = s.bm25_weight / (s.rrf_k + rank)
-        for cid, rank in vector_rank.items():
-            fused[cid] = fused.get(cid, 0.0) + s.vector_weight / (s.rrf_k + rank)
+        fused = dict(fuse(bm25_ids, vector_hits, s.rrf_k, s.bm25_weight, s.vector_weight))
         rows = self.store.hits(list(fused))
         now = dt.datetime.now(dt.UTC)
         scored = []
@@ -491,6 +768,23 @@ class Searcher:
         return s.decay_floor + (1.0 - s.decay_floor) * weight
 
 
+def fuse(
+    bm25_ids: list[int],
+    vector_hits: list[tuple[int, float]],
+    rrf_k: float,
+    bm25_weight: float,
+    vector_weight: float,
+) -> list[tuple[int, float]]:
+    """Weighted Reciprocal Rank Fusion of the two ranked lists: ``(chunk id, score)``, best
+    first (ties by chunk id, so that the order is stable)."""
+    scores: dict[int, float] = {}
+    for rank, cid in enumerate(bm25_ids, 1):
+        scores[cid] = bm25_weight / (rrf_k + rank)
+    for rank, (cid, _) in enumerate(vector_hits, 1):
+        scores[cid] = scores.get(cid, 0.0) + vector_weight / (rrf_k + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
 @dataclass(frozen=True)
 class _Routes:
     """The routing vectors of the map blocks, as of one map generation."""
@@ -521,11 +815,19 @@ _pool_lock = threading.Lock()
 
 
 def _embed_pool() -> ThreadPoolExecutor:
-    """One worker thread per process embeds queries (the model runs one call at a time)."""
+    """The threads on which searches wait for their query vectors, while they query BM25.
+
+    They only wait: the query batcher's one worker runs the model, on every query queued
+    meanwhile at once, so there are as many as a batch holds.
+    """
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brainmap-embed")
+            from brainmap.embed import MAX_QUERY_BATCH
+
+            _pool = ThreadPoolExecutor(
+                max_workers=MAX_QUERY_BATCH * 2, thread_name_prefix="brainmap-embed"
+            )
         return _pool
 
 

@@ -16,7 +16,17 @@ from brainmap.collectors import Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.facts import CONFIRMED, Fact, answer, fact_of, records
+from brainmap.facts import (
+    AUTHORITY,
+    CONFIRMED,
+    Fact,
+    Reply,
+    describe_key,
+    fact_of,
+    records,
+    reply,
+    split_service,
+)
 from brainmap.indexer import index_library
 from brainmap.ops.core import Brain, _Input, op
 
@@ -197,10 +207,11 @@ class InfoSnippet:
 @dataclass
 class AskResult:
     question: str
-    answer: str | None  # the confirmed answer in a few words, when there is one
+    answer: str | None  # the answer in a few words, when sources settle it (see _summary)
     facts: list[Fact]
     info: list[InfoSnippet]
     web: websearch.WebResult
+    confirmed: bool = False  # two kinds of source state every value of the answer
 
 
 @op("ask", AskInput, AskResult, methods=("GET", "POST"))
@@ -210,12 +221,15 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
     then notes that may support it, marked not confirmed; then, when no fact answers, a web
     search as a possible second source (its status says when it was throttled or down)."""
     facts: list[Fact] = []
+    summary, confirmed = None, False
     if inp.root in (None, "facts"):
         ids = None
         if inp.library:
             brain.cfg.select(inp.library)  # unknown names are a clear error
             ids = list(brain.store.library_ids(inp.library).values())
-        facts = [fact_of(r) for r in answer(inp.question, brain.store.facts(ids), inp.limit)]
+        said = reply(inp.question, brain.store.facts(ids))
+        facts = [fact_of(r) for r in said.facts[: inp.limit]]
+        summary, confirmed = _summary(said)
     info: list[InfoSnippet] = []
     if inp.root in (None, "info"):
         result = brain.searcher.search(inp.question, libraries=inp.library, limit=inp.limit)
@@ -232,18 +246,70 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
             )
             for h in result.hits
         ]
-    confirmed = [f for f in facts if f.confidence == CONFIRMED]
-    web = _web(brain, inp, answered=bool(confirmed))
-    summary = None
-    if confirmed:
-        values = sorted({f.object.partition(":")[2] or f.object for f in confirmed})
-        summary = ", ".join(values)
-    return AskResult(inp.question, summary, facts, info, web)
+    web = _web(brain, inp, answered=summary is not None)
+    return AskResult(inp.question, summary, facts, info, web, confirmed)
+
+
+def _summary(said: Reply) -> tuple[str | None, bool]:
+    """The answer in a few words, and whether it is confirmed.
+
+    It states the asked subjects' values (the winning side of a conflict, never the loser's
+    nor a sibling service's), then in brackets what is not confirmed and what disagrees:
+    ``8080 (vuejs/README.md:20 says 80; overruled by authority: config over narrative)``. A
+    service its compose file declares without ports "publishes no port". None when one kind
+    of source alone says it and nothing settled a conflict: an honest "unconfirmed".
+    """
+    lead = [fact_of(r) for r in said.lead]
+    against = [fact_of(r) for r in said.against]
+    if not lead:
+        if not said.silent:
+            return None, False
+        text = "; ".join(f"{describe_key(s)} publishes no port" for s in said.silent)
+        notes = [_disagreement(f, set(said.silent)) for f in against]
+        return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
+    if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
+        return None, False
+    values = _ordered({_value(f) for f in lead})
+    sure = {_value(f) for f in lead if f.confidence == CONFIRMED}
+    settled = sure | {_value(f) for f in lead if f.resolved_by}  # confirmed, or won a conflict
+    notes = []
+    if len(settled) < len(values):
+        notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
+    subjects = {f.subject for f in lead}
+    notes += [_disagreement(f, subjects) for f in against]
+    text = ", ".join(values) + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else "")
+    return text, len(sure) == len(values)
+
+
+def _value(fact: Fact) -> str:
+    return fact.object.partition(":")[2] or fact.object
+
+
+def _ordered(values: set[str]) -> list[str]:
+    """Ports in numeric order (80 before 443), other values alphabetically after them."""
+    return sorted(values, key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v))
+
+
+def _disagreement(loser: Fact, subjects: set[str]) -> str:
+    """``vuejs/README.md:20 says 80; overruled by authority: config over narrative``."""
+    first = loser.evidence[0] if loser.evidence else None
+    where = f"{first.path}:{first.line}" if first and first.line else (first.path if first else "")
+    projects = {"project:" + split_service(s)[0] for s in subjects if s.startswith("service:")}
+    # about the asked subject (or its project): the value says it; about another, the claim
+    said = _value(loser) if loser.subject in subjects | projects else loser.what
+    text = f"{where} says {said}"
+    if loser.resolved_by == "authority" and loser.against:
+        mine = max((e.kind for e in loser.against), key=AUTHORITY.__getitem__)
+        theirs = max((e.kind for e in loser.evidence), key=AUTHORITY.__getitem__)
+        text += f"; overruled by authority: {mine} over {theirs}"
+    elif loser.resolved_by:
+        text += f"; overruled by {loser.resolved_by}"
+    return text
 
 
 def _web(brain: Brain, inp: AskInput, *, answered: bool) -> websearch.WebResult:
     if answered:
-        return websearch.WebResult("skipped", detail="a confirmed fact answers the question")
+        return websearch.WebResult("skipped", detail="the facts answer the question")
     if not inp.web:
         return websearch.WebResult("skipped", detail="web search turned off (--no-web)")
     if inp.root == "info":

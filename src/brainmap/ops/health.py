@@ -129,6 +129,15 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
               None if version == SCHEMA_VERSION else "delete brain.db and run `brainmap reindex`")
     )  # fmt: skip
+    from brainmap.analysis import ANALYZER_VERSION
+
+    behind = store.behind_analyzer(ANALYZER_VERSION)
+    checks.append(
+        Check("analysis", not behind,
+              f"{', '.join(behind)} indexed by an older text analysis" if behind
+              else f"full-text rows made by text analysis v{ANALYZER_VERSION}",
+              "run `brainmap reindex` (it rebuilds them)" if behind else None)
+    )  # fmt: skip
     try:
         problems = store.integrity()
     except DatabaseBusyError:

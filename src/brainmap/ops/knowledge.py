@@ -69,8 +69,9 @@ def search(brain: Brain, inp: SearchInput) -> SearchResult:
     patterns, guides, diaries), with hybrid keyword + semantic ranking, in any language.
     Search first, before answering questions about these projects or repeating work.
     Returns the best chunks, each with title, library, path and line range, the full chunk
-    text and the parts of its score. Filter with library, type, tag or since; hop=3 adds
-    the file, commits and authors behind each hit."""
+    text and the parts of its score, and a match level (strong or weak); when nothing
+    matches closely, no hits and match "none" (say so rather than guess). Filter with
+    library, type, tag or since; hop=3 adds the file, commits and authors behind each hit."""
     from brainmap.ops.lookup import find
 
     since = inp.since if inp.since is None or isinstance(inp.since, str) else inp.since.isoformat()

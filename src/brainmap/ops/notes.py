@@ -16,7 +16,12 @@ MAX_BODY = 1_000_000
 
 
 class SaveInput(_Input):
-    title: str = Field(min_length=1, max_length=200, description="Short, specific title.")
+    title: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"[^\s\x00-\x1f\x7f\x85]",  # a visible character, not only controls
+        description="Short, specific title.",
+    )
     body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
     type: str = Field(
         "note",

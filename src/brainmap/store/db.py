@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -264,9 +264,65 @@ INSERT INTO meta(key, value) VALUES ('map_gen', 0);
 CREATE INDEX chunk_vec_library ON chunk_vec(library_id, model);
 """
 
+# v5: stems. The full-text table gains a column of the words' other forms (stems, joined
+# bracketed words), entries their language, libraries the version of the text analysis and
+# the language setting their rows were made with: a library whose rows were made otherwise is
+# re-read in full by the next reindex.
+_SCHEMA_V5 = f"""
+DROP TABLE chunk_vocab;
+DROP TABLE chunk_fts;
+CREATE VIRTUAL TABLE chunk_fts USING fts5(
+  title, heading, body, forms, content='', contentless_delete=1, tokenize="{FTS_TOKENIZER}"
+);
+CREATE VIRTUAL TABLE chunk_vocab USING fts5vocab(chunk_fts, row);
+ALTER TABLE entry ADD COLUMN language TEXT;
+ALTER TABLE library ADD COLUMN analyzer INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE library ADD COLUMN language TEXT NOT NULL DEFAULT 'auto';
+"""
+
+# v6: the log of vector changes. A searcher's vector matrix takes in the vectors added or removed
+# since its snapshot instead of reading all of them again. Every insert or delete in chunk_vec
+# bumps vec_gen and logs the chunk under seq = the new vec_gen. Every VEC_LOG_PRUNE_EVERY
+# changes the log drops those older than the last VEC_LOG_KEEP and records in vec_pruned the
+# last seq it dropped: a snapshot older than that reads every vector again.
+VEC_LOG_KEEP = 8192
+VEC_LOG_PRUNE_EVERY = 4096
+_SCHEMA_V6 = f"""
+CREATE TABLE vec_change(
+  seq INTEGER PRIMARY KEY,
+  chunk_id INTEGER NOT NULL,
+  model TEXT NOT NULL
+);
+INSERT INTO meta(key, value) SELECT 'vec_pruned', value FROM meta WHERE key = 'vec_gen';
+DROP TRIGGER chunk_vec_ai;
+DROP TRIGGER chunk_vec_ad;
+CREATE TRIGGER chunk_vec_ai AFTER INSERT ON chunk_vec BEGIN
+  UPDATE meta SET value = value + 1 WHERE key = 'vec_gen';
+  INSERT INTO vec_change(seq, chunk_id, model)
+    SELECT value, new.chunk_id, new.model FROM meta WHERE key = 'vec_gen';
+END;
+CREATE TRIGGER chunk_vec_ad AFTER DELETE ON chunk_vec BEGIN
+  UPDATE meta SET value = value + 1 WHERE key = 'vec_gen';
+  INSERT INTO vec_change(seq, chunk_id, model)
+    SELECT value, old.chunk_id, old.model FROM meta WHERE key = 'vec_gen';
+END;
+CREATE TRIGGER vec_change_prune AFTER INSERT ON vec_change
+WHEN new.seq % {VEC_LOG_PRUNE_EVERY} = 0 BEGIN
+  DELETE FROM vec_change WHERE seq <= new.seq - {VEC_LOG_KEEP};
+  UPDATE meta SET value = max(value, new.seq - {VEC_LOG_KEEP}) WHERE key = 'vec_pruned';
+END;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+MIGRATIONS: dict[int, str] = {
+    1: _SCHEMA_V1,
+    2: _SCHEMA_V2,
+    3: _SCHEMA_V3,
+    4: _SCHEMA_V4,
+    5: _SCHEMA_V5,
+    6: _SCHEMA_V6,
+}
 
 
 def slug_of(path: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import apsw
 
+from brainmap.analysis import ANALYZER_VERSION
 from brainmap.store.db import (
     BUSY_TIMEOUT_MS,
     PRAGMAS,
@@ -34,8 +35,15 @@ from brainmap.store.records import (
     LibraryRow,
     ObservationRecord,
     PendingChunk,
+    VectorRows,
     hit_row,
 )
+
+_INSERT_FTS = "INSERT INTO chunk_fts(rowid, title, heading, body, forms) VALUES (?,?,?,?,?)"
+
+
+def _fts_row(ch: ChunkRecord) -> tuple[int, str, str, str, str]:
+    return (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body, ch.fts_forms)
 
 
 class Store(GraphStore, MapStore):
@@ -92,14 +100,15 @@ class Store(GraphStore, MapStore):
 
     # libraries
 
-    def ensure_library(self, name: str, path: str, scope: str) -> int:
+    def ensure_library(self, name: str, path: str, scope: str, language: str = "auto") -> int:
         """Insert or update a library row and return its id."""
         with self.write():
             self.conn.execute(
-                "INSERT INTO library(name, path, scope) VALUES (?, ?, ?) ON CONFLICT(name) "
-                "DO UPDATE SET path = excluded.path, scope = excluded.scope "
-                "WHERE path != excluded.path OR scope != excluded.scope",
-                (name, path, scope),
+                # a new library has no rows to rebuild: it starts at the current analysis
+                "INSERT INTO library(name, path, scope, analyzer, language) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET path = excluded.path, "
+                "scope = excluded.scope WHERE path != excluded.path OR scope != excluded.scope",
+                (name, path, scope, ANALYZER_VERSION, language),
             )
             return int(self._one("SELECT id FROM library WHERE name = ?", (name,)))
 
@@ -125,9 +134,40 @@ class Store(GraphStore, MapStore):
             self.conn.execute("DELETE FROM library WHERE name = ?", (name,))
         return int(count or 0)
 
-    def mark_indexed(self, library_id: int, when: str) -> None:
+    def mark_indexed(
+        self, library_id: int, when: str, analysis: tuple[int, str] | None = None
+    ) -> None:
+        """Record a finished index run (and, after a full one, the text-analysis version and
+        language setting its rows were made with)."""
         with self.write():
             self.conn.execute("UPDATE library SET indexed_at = ? WHERE id = ?", (when, library_id))
+            if analysis is not None:
+                self.conn.execute(
+                    "UPDATE library SET analyzer = ?, language = ? WHERE id = ?",
+                    (*analysis, library_id),
+                )
+
+    def library_analysis(self, library_id: int) -> tuple[int, str]:
+        """The text-analysis version (0: made before versions) and the language setting of
+        a library's FTS rows."""
+        rows = self._rows("SELECT analyzer, language FROM library WHERE id = ?", (library_id,))
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, "auto")
+
+    def behind_analyzer(self, analyzer: int) -> list[str]:
+        """Libraries whose FTS rows were made with an older text analysis."""
+        return [
+            r[0] for r in self._rows("SELECT name FROM library WHERE analyzer < ?", (analyzer,))
+        ]
+
+    def languages(self) -> dict[str, int]:
+        """Entries per stemming language (those stemmed in one)."""
+        return {
+            str(lang): int(n)
+            for lang, n in self._rows(
+                "SELECT language, count(*) FROM entry "
+                "WHERE language IS NOT NULL AND language != 'none' GROUP BY language"
+            )
+        }
 
     # entries
 
@@ -184,8 +224,8 @@ class Store(GraphStore, MapStore):
                 c.execute(
                     "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
                     "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
-                    "observed_at, source_rev, meta, warnings, slug, blob) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                    "observed_at, source_rev, meta, warnings, slug, blob, language) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
                     "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
                     "type=excluded.type, project=excluded.project, tags=excluded.tags, "
                     "aliases=excluded.aliases, created=excluded.created, "
@@ -194,7 +234,7 @@ class Store(GraphStore, MapStore):
                     "size=excluded.size, indexed_ns=excluded.indexed_ns, "
                     "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
                     "meta=excluded.meta, warnings=excluded.warnings, slug=excluded.slug, "
-                    "blob=excluded.blob",
+                    "blob=excluded.blob, language=excluded.language",
                     (
                         entry.id, entry.library_id, entry.path, entry.title, entry.type,
                         entry.project, json.dumps(entry.tags, ensure_ascii=False),
@@ -203,6 +243,7 @@ class Store(GraphStore, MapStore):
                         entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
                         json.dumps(entry.meta, ensure_ascii=False),
                         json.dumps(entry.warnings, ensure_ascii=False), entry.slug, entry.blob,
+                        entry.language,
                     ),
                 )  # fmt: skip
                 if graph is not None:
@@ -238,10 +279,7 @@ class Store(GraphStore, MapStore):
                         )
                         if rewrite:
                             c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
-                            c.execute(
-                                "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
-                                (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
-                            )
+                            c.execute(_INSERT_FTS, _fts_row(ch))
                         continue
                     if ch.id in old:
                         c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
@@ -251,10 +289,7 @@ class Store(GraphStore, MapStore):
                         (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
                          ch.embed_hash),
                     )  # fmt: skip
-                    c.execute(
-                        "INSERT INTO chunk_fts(rowid, title, heading, body) VALUES (?,?,?,?)",
-                        (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body),
-                    )
+                    c.execute(_INSERT_FTS, _fts_row(ch))
 
             except Exception:
                 # inside a batch the transaction goes on: leave no half-written entry
@@ -427,13 +462,61 @@ class Store(GraphStore, MapStore):
         """A counter that changes whenever any vector is added or removed."""
         return int(self._one("SELECT value FROM meta WHERE key = 'vec_gen'"))
 
-    def load_vectors(self, model: str) -> tuple[list[int], list[int], bytes]:
-        """All vectors of ``model``: chunk ids, library ids and the concatenated float32 bytes."""
-        rows = self._rows(
-            "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? ORDER BY chunk_id",
-            (model,),
+    def load_vectors(self, model: str) -> VectorRows:
+        """All vectors of ``model``, as of the generation they come with."""
+        with self._reading():
+            generation = self.vector_generation()
+            rows = self._rows(
+                "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? ORDER BY chunk_id",
+                (model,),
+            )
+        return VectorRows(
+            generation, [r[0] for r in rows], [r[1] for r in rows], b"".join(r[2] for r in rows)
         )
-        return [r[0] for r in rows], [r[1] for r in rows], b"".join(r[2] for r in rows)
+
+    def vector_changes(self, model: str, since: int, limit: int) -> VectorRows | None:
+        """The vectors of ``model`` added or removed after generation ``since``: the chunks
+        touched and the vectors those of them have now. None when the change log no longer
+        reaches back to ``since`` (or the index is older than it: rebuilt), or when more than
+        ``limit`` changes were made since (reading all vectors is then about as fast)."""
+        with self._reading():
+            generation = self.vector_generation()
+            pruned = int(self._one("SELECT value FROM meta WHERE key = 'vec_pruned'") or 0)
+            if since < pruned or generation < since or generation - since > limit:
+                return None
+            touched = [
+                int(r[0])
+                for r in self._rows(
+                    "SELECT DISTINCT chunk_id FROM vec_change WHERE seq > ? AND model = ? "
+                    "ORDER BY chunk_id",
+                    (since, model),
+                )
+            ]
+            rows: list[tuple[Any, ...]] = []
+            for part in batched(touched):
+                rows += self._rows(
+                    "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? AND "
+                    f"chunk_id IN ({marks(len(part))}) ORDER BY chunk_id",
+                    [model, *part],
+                )
+        return VectorRows(
+            generation, [r[0] for r in rows], [r[1] for r in rows],
+            b"".join(r[2] for r in rows), since, touched,
+        )  # fmt: skip
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction, so that several queries see the same state (within a write
+        transaction, that one)."""
+        with self._lock:
+            if not self.conn.getautocommit():
+                yield
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
 
     def vector_models(self) -> dict[str, int]:
         return dict(self._rows("SELECT model, count(*) FROM chunk_vec GROUP BY model"))
@@ -460,21 +543,23 @@ class Store(GraphStore, MapStore):
         return out
 
     def bm25(
-        self, match: str, filters: Filters, limit: int, weights: tuple[float, float, float]
+        self, match: str, filters: Filters, limit: int, weights: tuple[float, ...]
     ) -> list[int]:
-        """Chunk ids matching an FTS5 expression, best BM25 first."""
+        """Chunk ids matching an FTS5 expression, best BM25 first. ``weights`` are those of
+        the title, heading, body and forms columns (missing ones weigh 1)."""
+        weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
         if where == "1":
             sql = (
                 "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? "
-                "ORDER BY bm25(chunk_fts, ?, ?, ?) LIMIT ?"
+                "ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
             )
             args: list[Any] = [match, *weights, limit]
         else:
             sql = (
                 "SELECT f.rowid FROM chunk_fts f JOIN chunk c ON c.id = f.rowid "
                 "JOIN entry e ON e.id = c.entry_id WHERE chunk_fts MATCH ? AND "
-                f"{where} ORDER BY bm25(chunk_fts, ?, ?, ?) LIMIT ?"
+                f"{where} ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
             )
             args = [match, *params, *weights, limit]
         return [r[0] for r in self._rows(sql, args)]

@@ -17,6 +17,8 @@ class LibraryRow:
     path: str
     scope: str
     indexed_at: str | None
+    analyzer: int = 0  # the text-analysis version its FTS rows were made with
+    language: str = "auto"  # and the library's language setting then
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class EntryRecord:
     warnings: list[str]
     slug: str = ""
     blob: str | None = None  # git blob id of the content, to match it with git history
+    language: str | None = None  # the Snowball language its words were stemmed in
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ class ChunkRecord:
     fts_title: str
     fts_heading: str
     fts_body: str
+    fts_forms: str = ""  # the words' other forms: stems, bracketed words joined
 
 
 @dataclass(frozen=True)
@@ -267,3 +271,18 @@ class FactRow(EdgeRow):
     """An assertion of the facts root as read back: an edge with its confidence."""
 
     confidence: str
+
+
+@dataclass(frozen=True)
+class VectorRows:
+    """Vectors of one model as of one vector generation: chunk ids (ascending), their library
+    ids and their float32 vectors concatenated. As a change set (``since`` set), ``touched`` are
+    the chunks whose vector was added or removed after generation ``since``: those of them that
+    have a vector now are in ``ids``."""
+
+    generation: int
+    ids: list[int]
+    library_ids: list[int]
+    vectors: bytes
+    since: int | None = None
+    touched: list[int] = field(default_factory=list)
