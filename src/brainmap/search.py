@@ -344,7 +344,6 @@ class Searcher:
         self.vectors = vectors or VectorIndex(self.model)
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._lock = threading.Lock()
         self._routes: _Routes | None = None
         self._languages: tuple[float, tuple[str, ...], frozenset[str]] | None = None
         self._reranker: Reranker | None = None
