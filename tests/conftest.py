@@ -31,7 +31,6 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never touch the real ~/.brainmap or $HOME."""
     monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
     monkeypatch.setenv("BRAINMAP_HOME", str(tmp_path / "default-home"))
-    monkeypatch.delenv("BRAINMAP_TEST_CRASH", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,16 @@ def test_every_command_has_help_and_is_in_the_readme(name: str, command: click.C
     assert f"brainmap {name}" in readme, f"README does not show `brainmap {name}`"
 
 
+@pytest.mark.parametrize(("name", "command"), COMMANDS, ids=[n for n, _ in COMMANDS])
+def test_every_command_help_shows_an_example(name: str, command: click.Command) -> None:
+    """The README promises an example in every command's --help (groups included)."""
+    with click.Context(command, info_name=name) as ctx:
+        shown = command.get_help(ctx)
+    found = re.search(r"^  Examples?\b.*:\n((?:    .+\n?)+)", shown, re.MULTILINE)
+    assert found, f"`brainmap {name} --help` shows no example"
+    assert f"brainmap {name}" in found.group(1), found.group(1)
+
+
 def test_help_is_fast_to_reach_and_lists_commands(home: Path) -> None:
     out = run_cli(home, "--help").stdout
     for name in ("search", "reindex", "library", "doctor", "eval", "watch", "gc", "stats", "get"):
@@ -83,6 +93,31 @@ def test_full_tour(home: Path, tmp_path: Path, warm_cache: Path) -> None:
     removed = json.loads(run_cli(home, "library", "remove", "example", "--json").stdout)
     assert removed["entries_removed"] == example["files"]
     assert EXAMPLE.is_dir() and any(EXAMPLE.rglob("*.md"))
+
+
+def test_a_deleted_library_folder_is_reported_and_the_others_are_indexed(
+    home: Path, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a / "a.md", "# Alpha\n\nalpha notes about kiwis\n")
+    write(b / "b.md", "# Beta\n\nbeta notes about mangoes\n")
+    run_cli(home, "library", "add", "a", str(a))
+    run_cli(home, "library", "add", "b", str(b))
+    run_cli(home, "reindex")
+    (b / "b.md").unlink()
+    b.rmdir()
+    write(a / "c.md", "# Gamma\n\ngamma notes about papayas\n")
+    proc = run_cli(home, "reindex", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "a: 2 files: 1 added" in proc.stdout and "embeddings: 1 computed" in proc.stdout
+    assert f"library 'b': {b} is missing" in proc.stderr
+    assert "brainmap library remove b" in proc.stderr and "brainmap library add b" in proc.stderr
+    report = json.loads(run_cli(home, "reindex", "--json", check=False).stdout)
+    assert report["missing"] == ["b"] and "b" not in {lib["library"] for lib in report["libraries"]}
+    assert report["problems"] and "library 'b'" in report["problems"][0]
+    assert json.loads(run_cli(home, "stats", "--json").stdout)["pending_embeddings"] == 0
+    assert run_cli(home, "search", "papayas", "--json").stdout.count('"path": "c.md"') == 1
+    assert run_cli(home, "reindex", "a").returncode == 0  # naming only the others: no problem
 
 
 def test_doctor_reports_files_changed_on_disk(home: Path, tmp_path: Path) -> None:
@@ -138,6 +173,82 @@ def test_broken_config_is_a_message(home: Path) -> None:
     (home / "config.toml").write_text('embedder = "word2vec"\n')
     proc = run_cli(home, "search", "x", check=False)
     assert "Traceback" not in proc.stderr
+
+
+def test_a_home_that_cannot_be_one_is_a_message(tmp_path: Path) -> None:
+    a_file = write(tmp_path / "a-file", "not a folder\n")
+    for home, args, message in (
+        (a_file, ["stats"], "is a file, not a folder"),
+        (a_file, ["--home", str(a_file), "stats"], "is a file, not a folder"),
+        (tmp_path / "nowhere", ["--home", str(a_file / "sub"), "stats"], "cannot create the home"),
+        (tmp_path / "nowhere", ["--home", "/proc/nope", "search", "x"], "cannot create the home"),
+    ):
+        proc = run_cli(home, *args, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        message_line, hint_line = proc.stderr.splitlines()
+        assert message in message_line and hint_line.startswith("hint: ") and "--home" in hint_line
+
+
+def test_batch_lines_blank_titles_and_missing_files_say_what_is_wrong(
+    brain: ops.Brain, home: Path, tmp_path: Path
+) -> None:
+    brain.close()
+    lines = '{"query": 3}\n{"query": "x", "limit": 0}\n{"qury": "x"}\n'
+    out = [json.loads(line) for line in run_cli(home, "search", "--batch", "-", input=lines)
+           .stdout.splitlines()]  # fmt: skip
+    assert [o["line"] for o in out] == [1, 2, 3]
+    assert out[0]["error"].startswith("query: ") and out[1]["error"].startswith("limit: ")
+    assert "qury" in out[2]["error"] and "query" in out[2]["error"]
+    assert not any("validation error" in o["error"] for o in out), out
+    empty, blank = (run_cli(home, "save", title, "-b", "x", check=False) for title in ("", "   "))
+    assert empty.returncode == blank.returncode == 2 and empty.stderr == blank.stderr
+    assert empty.stderr.startswith("error: title: a title is needed")
+    golden = str(ROOT / "tests" / "golden.yaml")
+    absent = tmp_path / "missing.json"
+    missing = run_cli(home, "eval", golden, "--compare", str(absent), check=False)
+    assert missing.returncode == 1 and f"no such file: {absent}" in missing.stderr
+    assert "not a report" not in missing.stderr and "Traceback" not in missing.stderr
+    for ref in ("example:src/nope.py", "example:../outside.py"):
+        refs = run_cli(home, "refs", ref, check=False)
+        assert refs.returncode == 1 and "no such file in library 'example'" in refs.stderr, ref
+    assert "no breadcrumbs" in run_cli(home, "refs", "example:README.md").stdout
+
+
+def test_search_flags_are_the_defaults_of_every_batch_line(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    lines = (
+        '{"query": "undo the last commit"}\n'
+        '{"query": "ssh keys", "limit": 3, "mode": "hybrid", "type": [], "hop": 0}\n'
+    )
+    flags = ["--mode", "bm25", "-n", "1", "--type", "guide", "--hop", "1", "-l", "example"]
+    out = run_cli(home, "search", "--batch", "-", *flags, input=lines).stdout.splitlines()
+    first, second = (json.loads(line) for line in out)
+    assert first["mode"] == "bm25" and len(first["hits"]) == 1, first
+    assert first["hits"][0]["type"] == "guide" and first["hits"][0]["hops"] is not None
+    assert second["mode"] == "hybrid" and len(second["hits"]) == 3, second  # a line overrides
+    assert second["hits"][0]["hops"] is None and len({h["type"] for h in second["hits"]}) > 1
+
+
+def test_library_list_and_add_say_what_a_user_expects(home: Path, tmp_path: Path) -> None:
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "notes"
+    deep.mkdir(parents=True)
+    run_cli(home, "library", "add", "notes", str(deep))
+    run_cli(home, "save", "Kiwi harvest", "-l", "notes", "-b", "Kiwis ripen in May.")
+    listed = run_cli(home, "library", "list").stdout  # not a terminal: nothing is cut
+    row = next(line for line in listed.splitlines() if line.startswith("notes"))
+    assert str(deep) in row and "never" not in row, listed
+    notes = next(lib for lib in json.loads(run_cli(home, "library", "list", "--json").stdout)
+                 if lib["name"] == "notes")  # fmt: skip
+    assert notes["entries"] == 1 and notes["indexed_at"]
+    twice = run_cli(home, "library", "add", "again", str(deep), check=False)
+    assert twice.returncode == 1 and "Traceback" not in twice.stderr
+    assert f"{deep} is already library 'notes'" in twice.stderr and "hint: " in twice.stderr
+    # the same folder with other files, or a folder inside it, is allowed but said
+    other = run_cli(home, "library", "add", "texts", str(deep), "--include", "**/*.txt")
+    assert "warning: " in other.stderr and "also library 'notes'" in other.stderr
+    (deep / "sub").mkdir()
+    inner = run_cli(home, "library", "add", "inner", str(deep / "sub"))
+    assert "warning: " in inner.stderr and "inside library 'notes'" in inner.stderr
 
 
 def test_eval_and_compare(home: Path, warm_cache: Path, tmp_path: Path) -> None:
@@ -243,6 +354,35 @@ def test_save_and_ingest_from_the_command_line(
     assert ingested["status"] == "saved" and ingested["path"].startswith("inbox/")
 
 
+def test_duplicate_and_usage_hints_name_what_each_interface_has(home: Path, tmp_path: Path) -> None:
+    """The CLI names its command's flags; HTTP and MCP (the ops) name their fields."""
+    lib = tmp_path / "lib"
+    write(lib / "seed.md", "# Seed\n\nThe staging database is restored every Monday.\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    text = "Observed: the nightly build takes 41 minutes on the CI box."
+    run_cli(home, "ingest", text, "--uri", "ci://nightly", "-l", "lib")
+    again = run_cli(home, "ingest", text, "--uri", "ci://nightly", "-l", "lib", check=False)
+    assert again.returncode == 3 and "--force" in again.stderr, again.stderr
+    assert "merge" not in again.stderr and "force=" not in again.stderr  # ingest cannot merge
+    as_json = run_cli(home, "ingest", text, "-l", "lib", "--json", check=False)
+    message = json.loads(as_json.stdout)["message"]
+    assert "--force" in message and "merge" not in message
+    # a duplicate of the ingested note
+    dup = run_cli(home, "save", "Nightly build time", "-l", "lib", "-b", text, check=False)
+    assert dup.returncode == 3 and "--merge-into ID" in dup.stderr and "--force" in dup.stderr
+    assert "merge_into" not in dup.stderr and "force=" not in dup.stderr
+    usage = run_cli(home, "ingest", input="").stdout
+    assert "--uri" in usage and "`uri`" not in usage
+    with ops.Brain(home) as brain:
+        ingested = ops.ingest(brain, ops.IngestInput(text=text, library="lib"))
+        assert ingested.status == "duplicate" and "force=true" in ingested.message
+        assert "merge" not in ingested.message and "--" not in ingested.message
+        saved = ops.save(brain, ops.SaveInput(title="Nightly build time", body=text, library="lib"))
+        assert saved.status == "duplicate" and "merge_into=" in saved.message
+        assert "force=true" in saved.message and "--" not in saved.message
+        assert "`uri`" in ops.ingest(brain, ops.IngestInput()).message
+
+
 def test_a_cli_search_answers_as_the_search_op_does(brain: ops.Brain, home: Path) -> None:
     brain.close()
     for args in (["undo the last commit"], ["ssh", "--mode", "bm25", "--hop", "1", "-n", "3"],
@@ -282,3 +422,71 @@ def test_a_cold_search_loads_neither_pydantic_nor_numpy(brain: ops.Brain, home: 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "Undo the last git commit" in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+OSC = "\x1b]52;c;aGVsbG8=\x07"  # OSC 52: set the clipboard
+
+
+def _hostile_library(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    write(lib / "osc.md", '---\ntitle: "Zebra \\e]0;pwn\\a title"\n---\n'
+          f"# Zebra heading {OSC} one\n\nzebra body {OSC} and \x9b2J and \x7f end\n")  # fmt: skip
+    run_cli(home, "library", "add", "lib", str(lib))
+    run_cli(home, "reindex", "--no-embed")
+
+
+def test_escape_sequences_in_files_never_reach_the_terminal(home: Path, tmp_path: Path) -> None:
+    _hostile_library(home, tmp_path)
+    for args in (["search", "zebra", "--mode", "bm25"], ["get", "lib:osc.md"], ["map"],
+                 ["map", "lib"]):  # fmt: skip
+        proc = run_cli(home, *args)
+        for out in (proc.stdout, proc.stderr):
+            assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out), (args, out)
+        if args[0] != "map":  # (the map may pick other words than these)
+            assert "\\u001b]52;c;aGVsbG8=\\u0007" in proc.stdout, args  # shown, not obeyed
+    # JSON is escaped too, and still says exactly what the file holds
+    out = run_cli(home, "get", "lib:osc.md", "--json").stdout
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
+    entry = json.loads(out)
+    assert entry["title"] == "Zebra \x1b]0;pwn\x07 title"
+    assert "\x9b2J and \x7f end" in entry["chunks"][0]["text"]
+
+
+def test_a_terminal_keeps_colours_and_loses_escape_sequences(home: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    _hostile_library(home, tmp_path)
+    leader, follower = pty.openpty()
+    env = {**os.environ, "BRAINMAP_HOME": str(home), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "brainmap", "search", "zebra", "-m", "bm25"],
+                            stdout=follower, stderr=follower, env=env)  # fmt: skip
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    text = out.decode("utf-8")
+    assert "\x1b[1m" in text  # the title is still bold
+    assert not re.search(r"\x1b[^\[]|\x1b\[[0-9;]*[^0-9;m]|[\x07\x9b\x9d]", text), text
+
+
+def test_doctor_escapes_file_names(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    write(lib / "a.md", "# A\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    run_cli(home, "reindex", "--no-embed")
+    write(lib / "x\nFAIL forged: all is lost\t.md", "# B\n")
+    out = run_cli(home, "doctor", check=False).stdout
+    assert not any(line.startswith("FAIL forged") for line in out.splitlines()), out
+    assert "new: x\\nFAIL forged: all is lost\\t.md" in out

@@ -16,12 +16,14 @@ def test_round_trip(tmp_path: Path) -> None:
     assert created and (tmp_path / "h" / "brain").is_dir()
     cfg.libraries.append(config.LibraryConfig("docs", tmp_path / 'we"ird path', include=["*.md"]))
     cfg.search.rrf_k = 30
+    cfg.collect.allow_from = ["~/.ssh", 'we"ird']
     config.save(cfg)
     again = config.load(tmp_path / "h")
     assert [lib.name for lib in again.libraries] == ["brain", "docs"]
     assert again.libraries[1].path == tmp_path / 'we"ird path'
     assert again.libraries[1].include == ["*.md"]
     assert again.search.rrf_k == 30
+    assert again.collect.allow_from == ["~/.ssh", 'we"ird']
     assert again.libraries[0].scope == "global"
 
 
@@ -41,6 +43,8 @@ def test_round_trip(tmp_path: Path) -> None:
         "[[library]]\nname = 'a'\npath = '/x'\ninclude = '**/*.md'\n",
         "[[library]]\nname = 'a'\npath = '/x'\nexclude = ['[z-a].md']\n",
         "[[library]]\nname = 'a'\npath = '/x'\nscope = 'world'\n",
+        "[collect]\nallow_from = '~/.ssh'\n",
+        "[collect]\nallow_from = [1]\n",
     ],
 )
 def test_bad_config_is_a_user_error(tmp_path: Path, text: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,74 @@ def test_only_completed_periods_roll_up_by_themselves(tmp_path: Path) -> None:
         "diary/web/2026-W49.md",
         "diary/web/2026-12.md",
     }
+
+
+def _swap_until_written(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, outside: Path, aside: Path
+) -> Callable[[], None]:
+    """A swap of ``folder`` for a symlink to ``outside``, undone when the diary writes: the
+    race a loop of rename-exchanges wins sooner or later."""
+    real_write = diary.atomic_write
+
+    def atomic_write(root: Path, target: Path, data: bytes) -> bool:
+        if folder.is_symlink():
+            folder.unlink()
+            os.rename(aside, folder)
+        return real_write(root, target, data)
+
+    def swap() -> None:
+        os.rename(folder, aside)
+        os.symlink(outside, folder)
+
+    monkeypatch.setattr(diary, "atomic_write", atomic_write)
+    return swap
+
+
+def _library_text(cfg: Config) -> str:
+    return "".join(  # what the library holds, no symlink followed
+        Path(top, name).read_text("utf-8", "replace")
+        for top, _, names in os.walk(cfg.library("brain").path)
+        for name in names
+        if not Path(top, name).is_symlink()
+    )
+
+
+def test_a_rollup_never_reads_days_through_a_swapped_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The days are listed in the real folder, then read after it was swapped."""
+    cfg = _cfg(tmp_path)
+    base = _days(cfg, {"2026-11-02": "Inside work"})
+    outside = tmp_path / "outside"
+    write(outside / "02.md", DAY.format(day="2026-11-02", session="s", asked="OUTSIDE"))
+    swap = _swap_until_written(monkeypatch, base / "2026/11", outside, tmp_path / "aside")
+    real_days_of = diary.days_of
+
+    def days_of(project_dir: Path) -> Iterator[tuple[dt.date, Path]]:
+        days = list(real_days_of(project_dir))
+        swap()
+        return iter(days)
+
+    monkeypatch.setattr(diary, "days_of", days_of)
+    written = diary.roll_up(cfg, today=dt.date(2026, 12, 1))
+    assert written and not (base / "2026/11").is_symlink()  # written into the real folder
+    assert "OUTSIDE" not in _library_text(cfg)
+
+
+def test_an_append_never_reads_the_day_through_a_swapped_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The day is read, extended and written back: read through a folder swapped for a
+    symlink, an outside file would land in the library."""
+    cfg = _cfg(tmp_path)
+    month = cfg.library("brain").path / "diary/web/2026/11"
+    write(month / "30.md", "# web\n\ninside\n")
+    write(tmp_path / "outside" / "30.md", "# web\n\nOUTSIDE secret\n")
+    _swap_until_written(monkeypatch, month, tmp_path / "outside", tmp_path / "aside")()
+    transcript = write_transcript(tmp_path / "t.jsonl", session_lines(tmp_path))
+    with pytest.raises(UserError, match="cannot read the diary"):
+        diary.append_session(cfg, "web", tmp_path, "race", transcript)
+    assert "OUTSIDE" not in _library_text(cfg)
 
 
 def test_reindex_rolls_up_and_indexes_the_rollups(brain: ops.Brain, home: Path) -> None:

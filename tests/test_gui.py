@@ -22,7 +22,8 @@ from brainmap.server import openapi_document
 from conftest import serving, write
 
 XSS_TITLE = '<script>alert(1)</script> "><img src=x onerror=alert(1)>'
-RAW_TAGS = ("<script>alert(1)</script>", "<img src=x", '"><img')
+XSS_TAG = "<i>x</i>"  # short enough to be a name the map shows
+RAW_TAGS = ("<script>alert(1)</script>", "<img src=x", '"><img', XSS_TAG)
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 375, "height": 812}
 
@@ -67,7 +68,7 @@ def build_site(root: Path) -> Site:
     )
     write(
         webapp / "xss.md",
-        f"---\ntitle: '{XSS_TITLE}'\n---\n# <script>alert(1)</script>\n\n"
+        f"---\ntitle: '{XSS_TITLE}'\ntags: ['{XSS_TAG}']\n---\n# <script>alert(1)</script>\n\n"
         'Payload "><img src=x onerror=alert(1)> beside [[Postgres]].\n',
     )
     write(later / "note.md", "# Later\n\nNot indexed yet.\n")
@@ -365,7 +366,18 @@ def test_hostile_text_is_escaped_everywhere(site: tuple[Site, str]) -> None:
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt; &quot;&gt;&lt;img src=x onerror=alert(1)&gt;"
     assert f"<h1>{escaped}</h1>" in pages["entry"].text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages["results"].text
-    assert escaped in pages["home"].text  # its title is one of webapp's top entities
+    # the tag is one of webapp's top entities (the title is too long to be one: a sentence)
+    assert "&lt;i&gt;x&lt;/i&gt;" in pages["home"].text
+
+
+def test_nonsense_is_no_close_match_not_twenty_results(site: tuple[Site, str]) -> None:
+    _, url = site
+    for nonsense in ("qwxzv plokjh", "?!...;;"):
+        page = httpx.get(f"{url}/ui/search", params={"q": nonsense})
+        assert page.status_code == 200 and "No close match for" in page.text, nonsense
+        assert 'class="results"' not in page.text, nonsense
+    found = httpx.get(f"{url}/ui/search", params={"q": "postgres backups"})
+    assert 'class="results"' in found.text and "No close match" not in found.text
 
 
 def test_unknown_library_entry_or_page_is_an_html_404(site: tuple[Site, str]) -> None:

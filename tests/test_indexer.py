@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from brainmap import ops
-from brainmap.embedding import CRASH_ENV
+from brainmap import config, ops
 from brainmap.indexer import ReindexReport
 from brainmap.store import Store
 from conftest import EXAMPLE, run_cli, write
@@ -171,6 +170,35 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     assert brain.searcher.search("now text", mode="bm25").hits[0].path == "binary.md"
 
 
+def test_a_file_of_one_huge_line_gives_bounded_chunks_and_small_answers(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 14.5: a multi-MB file on one line (the size limit raised) was one chunk of that
+    size, and a search answered megabytes of JSON."""
+    lib = tmp_path / "lib"
+    line = " ".join(f"filler{i % 3001}" for i in range(700_000)) + " needleword end"
+    write(lib / "huge.md", line + "\n")
+    write(lib / "base64.md", "QUJD" * 500_000)
+    brain = ops.Brain(home)
+    brain.cfg.index.max_file_mb = 20
+    config.save(brain.cfg)
+    ops.library_add(brain, ops.LibraryAddInput(name="lib", path=str(lib)))
+    ops.reindex(brain, ops.ReindexInput(libraries=["lib"], embed=False))
+    budget = brain.cfg.index.chunk_tokens * 3  # characters: estimate_tokens counts 3 a token
+    for name in ("huge.md", "base64.md"):
+        chunks = ops.get(brain, ops.GetInput(ref=f"lib:{name}")).chunks
+        assert len(chunks) > 100
+        assert all(c.line_start == c.line_end == 1 for c in chunks)
+        assert max(len(c.text) for c in chunks) <= budget
+    parts = ops.get(brain, ops.GetInput(ref="lib:huge.md")).chunks
+    assert " ".join(c.text for c in parts).split() == line.split()
+    brain.close()
+    out = run_cli(home, "search", "needleword", "--mode", "bm25", "-n", "20", "--json")
+    assert len(out.stdout) < 30_000
+    hits = json.loads(out.stdout)["hits"]
+    assert hits[0]["path"] == "huge.md" and "needleword" in hits[0]["text"]
+
+
 def test_wal_is_checkpointed_after_bulk_work(brain: ops.Brain, library: Path) -> None:
     """RELIABILITY 15: after a bulk reindex the WAL does not keep the data."""
     for i in range(300):
@@ -233,6 +261,57 @@ def _comparable(path: Path) -> dict[str, object]:
         s.close()
 
 
+def test_a_read_worker_builds_the_same_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large (re)index reads files in a worker process: the index it builds is the one a
+    single process builds, problems included, and a dead worker loses nothing."""
+    from brainmap import indexer
+
+    lib = tmp_path / "lib"
+    _make_library(lib, 60, seed=3)
+    (lib / "f1" / "latin1.md").write_bytes(b"# Caf\xe9\n\nno UTF-8 here\n")
+    (lib / "f2" / "empty.md").write_bytes(b"")
+    monkeypatch.setattr(indexer, "PARALLEL_AFTER", 5)  # in-process first, then the worker
+    monkeypatch.setattr(indexer, "READ_BATCH", 4)
+    started: list[object] = []
+    start = indexer._ReadWorker.start
+
+    def counted() -> object:
+        worker = start()
+        started.append(worker)
+        return worker
+
+    monkeypatch.setattr(indexer._ReadWorker, "start", staticmethod(counted))
+    built, reports = {}, {}
+    for name, workers in (("one", 0), ("two", 1)):
+        brain = ops.Brain(tmp_path / name)
+        brain.cfg.index.read_workers = workers
+        ops.library_add(brain, ops.LibraryAddInput(name="lib", path=str(lib)))
+        only = ops.ReindexInput(libraries=["lib"], embed=False)
+        reports[name] = ops.reindex(brain, only).libraries[0]
+        brain.close()
+        built[name] = _comparable(tmp_path / name / "brain.db")
+    one, two = reports["one"], reports["two"]
+    assert one.added == 62 and (one.added, one.skipped, one.chunks) == (
+        two.added, two.skipped, two.chunks,
+    )  # fmt: skip
+    assert len(started) == 1 and started[0] is not None  # the worker did read
+    assert built["one"] == built["two"]
+    # a worker that dies mid-run: what it had not answered is read here
+    brain = ops.Brain(tmp_path / "two")
+    dying = start()
+    assert dying is not None
+    dying.proc.kill()
+    dying.proc.wait()
+    monkeypatch.setattr(indexer._ReadWorker, "start", staticmethod(lambda: dying))
+    full = ops.ReindexInput(libraries=["lib"], full=True, embed=False)
+    report = ops.reindex(brain, full).libraries[0]
+    assert report.updated == 62 and report.skipped == one.skipped, report
+    brain.close()
+    assert _comparable(tmp_path / "two" / "brain.db") == built["one"]
+
+
 @pytest.mark.slow
 def test_kill_during_reindex_then_reindex_equals_fresh_build(
     tmp_path: Path, warm_cache: Path
@@ -250,8 +329,15 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
     crashed = tmp_path / "crashed"
     run_cli(crashed, "library", "add", "lib", str(lib))
     shutil.copyfile(fresh / "vectors.db", crashed / "vectors.db")  # embeddings from cache: fast
+    injector = Path(__file__).with_name("crashing.py")
     for point in ("text:1", "text:40", "text:77", "embed:1", "embed:3"):
-        proc = run_cli(crashed, "reindex", check=False, env={CRASH_ENV: point})
+        proc = subprocess.run(
+            [sys.executable, str(injector), point, "--home", str(crashed), "reindex"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 137, proc.stderr
         # a crash mid-transaction leaves what was committed, never a broken database
         Store(crashed / "brain.db").close()
@@ -308,18 +394,18 @@ def test_unreadable_folder_keeps_its_entries(
     """A folder that cannot be read is reported, and its entries are not taken as deleted.
 
     Tests run as root here, and root reads any folder, so the permission error is raised by
-    a wrapper around os.scandir for that one folder (what the OS would do for a normal user).
+    a wrapper around os.open for that one folder (what the OS would do for a normal user).
     """
     write(library / "locked" / "inner.md", "# Inner\n\nbehind the lock\n")
     _reindex(brain, embed=False)
-    real_scandir = os.scandir
+    real_open = os.open
 
-    def scandir(path: os.PathLike[str] | str) -> object:
-        if Path(path).name == "locked":
+    def open_(path: str, flags: int, *args: object, **kw: object) -> int:
+        if flags & os.O_DIRECTORY and Path(path).name == "locked":
             raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("brainmap.indexer.os.scandir", scandir)
+    monkeypatch.setattr("brainmap.safefile.os.open", open_)
     report = _reindex(brain, embed=False).libraries[-1]
     assert (report.deleted, report.skipped) == (0, 1)
     hits = brain.searcher.search("behind the lock", mode="bm25").hits

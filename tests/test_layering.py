@@ -10,11 +10,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "brainmap"
 
 # Each module may import only modules of a lower (or its own) layer.
 LAYERS = {
-    "errors": 0, "analysis": 0, "safefile": 0,
+    "errors": 0, "analysis": 0, "safefile": 0, "termsafe": 0,
     "config": 1, "markdown": 1, "embed": 1, "websearch": 1, "rerank": 1,
     "collectors": 2,  # reads markdown's parse; pairing their observations is facts
     "store": 2, "project": 2,
-    "embedding": 3, "indexer": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
+    "embedding": 3, "indexer": 3, "readworker": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "libmap": 3,
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
     "diary": 4, "hooks": 4,  # the diary writes notes; hooks read the diary

@@ -314,7 +314,8 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     ]  # fmt: skip
     ops.map_recompute(brain, ops.MapRecomputeInput(library="network"))
     # a library added since, with no block yet, is searched; once removed, it is not
-    ops.library_add(brain, ops.LibraryAddInput(name="late", path=str(tmp_path / "cooking")))
+    (tmp_path / "late").mkdir()  # a folder of its own: the same folder again is refused
+    ops.library_add(brain, ops.LibraryAddInput(name="late", path=str(tmp_path / "late")))
     assert "late" in (ops.search(brain, ops.SearchInput(query="red giant star")).routed or [])
     ops.library_remove(brain, ops.LibraryNameInput(name="late"))
     assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == ["stars", "brain"]
@@ -366,7 +367,8 @@ def test_cli_map(home: Path, tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     extra = run_cli(home, "map", "a", "b", check=False)
     assert extra.returncode == 2 and "at most one LIBRARY" in extra.stderr
-    run_cli(home, "library", "add", "c", str(tmp_path / "a"))
+    (tmp_path / "c").mkdir()  # a folder of its own: the same folder again is refused
+    run_cli(home, "library", "add", "c", str(tmp_path / "c"))
     assert "c  not indexed yet (brainmap reindex)" in run_cli(home, "map").stdout
     recompute_all = json.loads(run_cli(home, "map", "recompute", "--json").stdout)
     assert recompute_all["not_indexed"] == ["c"]
@@ -419,6 +421,32 @@ def test_collected_facts_reach_the_map(home: Path, tmp_path: Path) -> None:
     ops.collect(brain, ops.CollectInput(libraries=["lab"], source=["runtime"], from_file=str(ps)))
     after = _active(brain, "lab")
     assert after.id > before.id and after.triplet_count >= before.triplet_count
+    brain.close()
+
+
+def test_the_map_names_what_a_reader_would_and_each_name_opens_in_neighbors(
+    home: Path, tmp_path: Path
+) -> None:
+    root = _library(tmp_path / "lab", {
+        "infra/ssh_config": "Host nas\n  HostName 192.168.1.10\n  User admin\n"
+                            "Host backup\n  HostName 192.168.1.10\n",
+        "shop/compose.yaml": "services:\n  web:\n    image: nginx\n    depends_on: [db]\n"
+                             "  db:\n    image: postgres\n",
+        "evil.md": "# ../../etc/evil\n\naGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQgYmFzZTY0IGJhc2U2NA==\n",
+        "evil2.md": "# ../../etc/evil\n\nSee [[../../etc/evil]] and [[../../etc/evil]].\n",
+    })  # fmt: skip
+    brain = _brain(home, {"lab": root})
+    block = _active(brain, "lab")
+    names = [e.name for e in block.top_entities]
+    assert "nas" in names and "shop/web" in names
+    # an address, a path-like title and a pasted token are not what the library is about
+    assert "192.168.1.10" not in names and not any(".." in n for n in names)
+    assert "aGVsbG8" not in block.narrative
+    for entity in block.top_entities:  # every name shown opens, with its edges
+        walk = ops.neighbors(brain, ops.NeighborsInput(node=entity.name))
+        assert walk.center.key == entity.key and walk.edges, entity
+    host = ops.neighbors(brain, ops.NeighborsInput(node="nas")).edges
+    assert {(e.predicate, e.root) for e in host} >= {("hostname", "facts"), ("user", "facts")}
     brain.close()
 
 

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainmap.markdown import DecodeError, breadcrumbs, decode, parse
+from brainmap.analysis import estimate_tokens
+from brainmap.markdown import (
+    _ATX_OPEN_RE,
+    MAX_HEADING_CHARS,
+    DecodeError,
+    _atx_title,
+    breadcrumbs,
+    decode,
+    parse,
+)
 
 
 def test_frontmatter_fields_and_defaults() -> None:
@@ -85,6 +95,74 @@ def test_huge_paragraph_is_cut_between_lines() -> None:
     assert chunks[0].line_start == 1 and chunks[-1].line_end == 400
     for a, b in itertools.pairwise(chunks):
         assert b.line_start == a.line_end + 1
+
+
+_WORDS = " ".join(f"word{i % 977}" for i in range(200_000))  # ~1.7 MB on one line
+
+
+@pytest.mark.parametrize(
+    ("text", "line_no"),
+    [
+        (f"# Title\n\n{_WORDS}\n\nafter\n", 3),  # prose without a line break
+        ("QUJD" * 300_000, 1),  # base64: no space to cut at
+        ("漢字かな" * 200_000, 1),  # CJK: fewer characters a token
+        (f"# {_WORDS}\n", 1),  # a heading line
+        ("```\n" + _WORDS + "\n```\n", 2),  # inside a code block, which is never cut else
+        (f"- Ana: hi\n- Ben: hello\n- Ana: {_WORDS}\n- Ben: ok\n", 3),  # a turn
+    ],
+    ids=["prose", "base64", "cjk", "heading", "code", "turn"],
+)
+def test_one_huge_line_is_cut_into_bounded_units(text: str, line_no: int) -> None:
+    """A line longer than a unit is cut (at spaces where there are any) into parts that
+    all point at that line; a 50 MB line was one 50 MB chunk."""
+    line = text.split("\n")[line_no - 1]
+    entry = parse(text, fallback_title="x", chunk_tokens=100, turn_tokens=150)
+    parts = [c for c in entry.chunks if c.line_start == c.line_end == line_no]
+    assert len(parts) > 10
+    for chunk in entry.chunks:
+        assert estimate_tokens(chunk.text) <= 150
+        assert len(chunk.heading) <= MAX_HEADING_CHARS
+    assert len(entry.title) <= MAX_HEADING_CHARS
+    joined = " ".join(p.text for p in parts) if " " in line else "".join(p.text for p in parts)
+    assert joined.split() == line.split()  # nothing lost, nothing added
+    ords = [c.ord for c in entry.chunks]
+    assert ords == list(range(len(ords)))
+
+
+def test_a_huge_frontmatter_title_is_cut() -> None:
+    entry = parse(f"---\ntitle: {_WORDS}\n---\nbody\n", fallback_title="x")
+    assert len(entry.title) <= MAX_HEADING_CHARS and entry.title.startswith("word0 word1")
+
+
+def test_a_huge_code_block_and_runs_of_headings_are_bounded() -> None:
+    code = "```\n" + "\n".join(f"line {i} of code" for i in range(100_000)) + "\n```\n"
+    headings = "".join(f"# h{i}\n" for i in range(100_000))
+    for text in (code, headings):
+        entry = parse(text, fallback_title="x")
+        assert len(entry.chunks) > 100
+        assert max(len(c.text) for c in entry.chunks) <= 4 * 3 * 450
+
+
+@pytest.mark.timeout(60)  # the old heading pattern took minutes for 40 kB of spaces
+def test_a_heading_with_a_long_run_of_spaces_parses_at_once() -> None:
+    entry = parse("# a" + " " * 200_000 + "b\n\ntext\n", fallback_title="x")
+    assert entry.title == "a b" and entry.chunks[-1].text == "text"
+
+
+_OLD_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=" \t#ab\u00a0", max_size=14))
+def test_heading_levels_and_titles_are_those_of_the_former_pattern(line: str) -> None:
+    """The heading reader (no regex for the closing #s) reads what the former pattern read,
+    on every short line."""
+    old = _OLD_ATX.match(line)
+    new = _ATX_OPEN_RE.match(line)
+    assert (old is None) == (new is None)
+    if old is not None and new is not None:
+        assert len(new.group(1)) == len(old.group(1))
+        assert _atx_title(line[new.end() :]) == (old.group(2) or "").strip()
 
 
 @pytest.mark.parametrize(
@@ -169,8 +247,12 @@ def test_parse_never_raises_and_ranges_are_exact(text: str) -> None:
     previous_end = 0
     for chunk in entry.chunks:
         assert 1 <= chunk.line_start <= chunk.line_end <= len(lines)
-        assert chunk.line_start > previous_end
-        assert chunk.text == "\n".join(lines[chunk.line_start - 1 : chunk.line_end])
+        whole = "\n".join(lines[chunk.line_start - 1 : chunk.line_end])
+        if chunk.text == whole:
+            assert chunk.line_start > previous_end
+        else:  # a part of one line too long for a unit: the parts follow each other
+            assert chunk.line_start == chunk.line_end >= previous_end
+            assert chunk.text in whole
         previous_end = chunk.line_end
 
 

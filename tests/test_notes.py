@@ -49,6 +49,28 @@ def test_save_writes_frontmatter_and_indexes_at_once(brain: ops.Brain, library: 
     assert brain.store.pending_count(brain.searcher.model) == 0
 
 
+def test_a_save_embeds_its_note_once(
+    brain: ops.Brain, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dedup check's vector is the one the index needs: one embedding per save."""
+    from brainmap.embed import load_embedder
+
+    embedder = load_embedder(brain.cfg.embedder)
+    embedded: list[str] = []
+    passages = embedder.passages
+
+    def counted(texts: list[str]) -> object:
+        embedded.extend(texts)
+        return passages(texts)
+
+    monkeypatch.setattr(embedder, "passages", counted)
+    result = _save(brain, title="Rotate the backup keys", body="Every quarter, with `age`.")
+    assert result.status == "saved" and len(embedded) == 1
+    assert brain.store.pending_count(brain.searcher.model) == 0  # and it has its vector
+    hits = brain.searcher.search("rotate backup keys", mode="vector", limit=1).hits
+    assert hits[0].id == result.id
+
+
 def test_near_duplicate_returns_the_candidate_and_writes_nothing(
     brain: ops.Brain, library: Path
 ) -> None:
@@ -156,6 +178,29 @@ def test_control_characters_are_dropped(brain: ops.Brain, library: Path) -> None
     )
     assert result.status == "saved"
     assert "\x15" not in (library / str(result.path)).read_text()
+
+
+def test_control_characters_in_tags_and_project_are_dropped(
+    brain: ops.Brain, library: Path
+) -> None:
+    controls = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    result = _save(brain, title="Tagged with controls", body="kumquat grove notes",
+                   tags=["\x00", "ok\x07tag", " Dock\x1bER ", "\x9d"], project="../p\x00")  # fmt: skip
+    assert result.tags == ["oktag", "docker"]
+    text = (library / str(result.path)).read_text()
+    assert not controls.search(text) and "project: ../p\n" in text
+    assert ops.get(brain, ops.GetInput(ref=str(result.id))).project == "../p"
+    alone = _save(brain, title="Only controls", body="x", tags=["\x01"], project="\x00", force=True)
+    alone_text = (library / str(alone.path)).read_text()
+    assert "project:" not in alone_text and not controls.search(alone_text)
+    ingested = ops.ingest(brain, ops.IngestInput(text="raw leaf", tags=["\x00", "a\x01b"],
+                                                 library="example", force=True))  # fmt: skip
+    assert ingested.tags == ["ab"]
+    # files written by hand are cleaned when indexed, so no other note is ever offered them
+    write(library / "hand.md", '---\ntags: ["\\0", "x\\ay"]\nproject: "\\0q"\n---\n# Hand\n')
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    hand = ops.get(brain, ops.GetInput(ref="example:hand.md"))
+    assert hand.tags == ["xy"] and hand.project == "q"
 
 
 def test_ingest(brain: ops.Brain, library: Path) -> None:

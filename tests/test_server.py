@@ -16,8 +16,9 @@ import httpx
 import pytest
 
 from brainmap import ops
+from brainmap.config import load, save
 from brainmap.server import openapi_document
-from conftest import ROOT, free_port, run_cli, serving
+from conftest import ROOT, free_port, run_cli, serving, write
 
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 
@@ -104,8 +105,9 @@ def test_rest_paths(served: str) -> None:
         ("POST", "/git-import", {"libraries": ["example"]}, 400),
         ("POST", "/verify", {"ref": "nothing"}, 404),
         ("POST", "/collect", {"source": ["nope"]}, 422),
-        ("POST", "/collect", {"source": ["runtime"], "from_file": "/no/such/file"}, 404),
-        ("POST", "/collect", {"source": ["runtime", "ssh"], "from_file": "/etc/hostname"}, 400),
+        ("POST", "/collect", {"source": ["runtime"], "from_file": "/no/such/file"}, 403),
+        ("POST", "/collect", {"source": ["runtime", "ssh"], "from_file": "/etc/hostname"}, 403),
+        ("POST", "/collect", {"source": ["ssh"], "from_file": "/etc/passwd\u0000x"}, 403),
         ("GET", "/ask", None, 422),
         ("GET", "/ask?question=x&root=nope", None, 422),
         ("POST", "/save", {"title": ""}, 422),
@@ -133,6 +135,23 @@ def test_bad_input_is_a_problem_document_never_500(
     assert response.headers["content-type"] == "application/problem+json"
     problem = response.json()
     assert problem["status"] == status and problem["title"] and problem["detail"]
+    if status == 422:  # the README promises a hint with every invalid parameter
+        assert problem["hint"] and "/openapi.json" in problem["hint"], problem
+
+
+def test_search_takes_q_as_the_gui_does_and_says_no_close_match(served: str) -> None:
+    for nonsense in ("qwxzv plokjh", "?!...;;"):
+        found = httpx.get(f"{served}/search", params={"q": nonsense}).json()
+        assert (found["match"], found["hits"]) == ("none", []), nonsense
+    by_q = httpx.get(f"{served}/search", params={"q": "undo the last commit", "limit": 2})
+    by_query = httpx.get(f"{served}/search", params={"query": "undo the last commit", "limit": 2})
+    assert by_q.status_code == 200 and by_q.json() == by_query.json()
+    assert by_q.json()["hits"][0]["path"] == "patterns/git-undo-commit.md"
+    posted = httpx.post(f"{served}/search", json={"q": "undo the last commit", "limit": 2})
+    assert posted.json() == by_query.json()
+    document = httpx.get(f"{served}/openapi.json").json()
+    names = [p["name"] for p in document["paths"]["/search"]["get"]["parameters"]]
+    assert "query" in names and "q" not in names  # one documented name; q is an alias
 
 
 def test_network_hardening(served: str, home: Path) -> None:
@@ -173,19 +192,123 @@ def test_network_hardening(served: str, home: Path) -> None:
     assert streamed.status_code == 413
 
 
+def test_collect_reads_over_http_only_library_and_allowed_files(
+    brain: ops.Brain, home: Path, library: Path, tmp_path: Path
+) -> None:
+    """RELIABILITY 22: the network names no file outside the libraries and allow_from."""
+    # the server user's own ssh config: a file the CLI may read, the network may not
+    outside = write(Path(os.environ["HOME"]) / ".ssh" / "config", "Host secret-box\n  User root\n")
+    allowed = write(tmp_path / "allowed" / "ssh_config", "Host nas\n  HostName 10.0.0.2\n")
+    inside = write(library / "conf" / "hosts.md", "Host pi\n  Include ~/.ssh/config\n")
+    (library / "escape").symlink_to(outside.parent)
+    cfg = load(home)
+    cfg.collect.allow_from = [str(allowed.parent)]
+    save(cfg)
+    brain.close()
+    with serving(home) as url:
+
+        def collect(path: str) -> httpx.Response:
+            body = {"libraries": ["example"], "source": ["ssh"], "from_file": path}
+            return httpx.post(f"{url}/collect", json=body, timeout=60)
+
+        refused = [
+            collect(path)
+            for path in (str(outside), str(outside.parent / "missing"), "/etc/passwd",
+                         "/proc/self/environ", str(library / "escape" / "config"),
+                         f"{library}/../user-home/.ssh/config", "~/../../../../etc/passwd")
+        ]  # fmt: skip
+        assert [r.status_code for r in refused] == [403] * len(refused)
+        # the same answer whether the file exists or not: nothing to learn about the disk
+        assert len({r.text for r in refused}) == 1 and "allow_from" in refused[0].json()["hint"]
+        assert collect(str(inside)).status_code == 200  # Include does not lead out either
+        assert collect(str(allowed)).status_code == 200
+        assert collect(str(library / "conf" / "missing")).status_code == 404  # inside: it may say
+    with ops.Brain(home) as reopened:
+        subjects = {row.subject for row in reopened.store.facts()}
+    assert {"host:nas", "host:pi"} <= subjects and "host:secret-box" not in subjects
+    # the CLI reads what its user names, as before
+    run_cli(home, "collect", "example", "--source", "ssh", "--from", str(outside))
+
+
 def test_non_loopback_needs_a_token(home: Path) -> None:
     proc = run_cli(home, "serve", "--host", "0.0.0.0", "--port", str(free_port()), check=False)
     assert proc.returncode == 1 and "token is required" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--token", "   "], {}),
+        (["--token", "x"], {}),
+        (["--token", "fifteen-chars.."], {}),
+        (["--token", " sixteen-chars-ok "], {}),  # a client cannot send the spaces
+        (["--token", "sixteen chars ok"], {}),
+        ([], {"BRAINMAP_TOKEN": "short"}),
+        (["--host", "0.0.0.0"], {"BRAINMAP_TOKEN": "  \t "}),
+    ],
+)
+def test_blank_or_short_tokens_are_refused(
+    home: Path, args: list[str], env: dict[str, str]
+) -> None:
+    command = [sys.executable, "-m", "brainmap", "--home", str(home), "serve",
+               "--port", str(free_port()), *args]  # fmt: skip
+    # before a token was checked such a server started, then answered every request with 401
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, **env})  # fmt: skip
+    assert proc.returncode == 1
+    error, hint = proc.stderr.splitlines()
+    assert error.startswith("error: ") and "16" in error and hint.startswith("hint: ")
+
+
+def test_port_0_serves_on_the_port_it_got(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    command = [sys.executable, "-m", "brainmap", "--home", str(home), "serve", "--port", "0"]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        url = banner.split()[2]  # "brainmap serving http://127.0.0.1:PORT: ..."
+        url = url.removesuffix(":").removesuffix("(read-only):")
+        port = int(url.rpartition(":")[2])
+        assert port != 0, banner
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+        own = httpx.post(f"{url}/reindex", json={"embed": False}, headers={"Origin": url})
+        assert own.status_code == 200, own.text  # its own origin, with the port it got
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("[::1]", 200), ("[::1]:{port}", 200), ("localhost:{port}", 200), ("127.0.0.1", 200),
+        ("[::1]evil.com", 421), ("[::1]:80evil.com", 421), ("[::1]:{port}:1", 421),
+        ("[::1", 421), ("localhost:abc", 421), ("localhost:80:80", 421), ("127.0.0.1:", 200),
+        ("evil.com@localhost", 421), ("localhost/evil", 421), ("", 421),
+    ],
+)  # fmt: skip
+def test_host_header_grammar(served: str, host: str, status: int) -> None:
+    port = served.rpartition(":")[2]
+    response = httpx.get(f"{served}/health", headers={"Host": host.format(port=port)})
+    assert response.status_code == status
+
+
 def test_token_and_read_only(brain: ops.Brain, home: Path) -> None:
     brain.close()
-    with serving(home, "--token", "s3cret", "--read-only") as url:
+    with serving(home, "--token", "s3cret-of-16-chars", "--read-only") as url:
         assert httpx.get(f"{url}/stats").status_code == 401
         assert (
             httpx.get(f"{url}/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
         )
-        auth = {"Authorization": "Bearer s3cret"}
+        auth = {"Authorization": "Bearer s3cret-of-16-chars"}
         assert httpx.get(f"{url}/stats", headers=auth).status_code == 200
         refused = httpx.post(f"{url}/save", json={"title": "x", "body": "y"}, headers=auth)
         assert refused.status_code == 403 and "read-only" in refused.json()["detail"]
@@ -278,8 +401,9 @@ def test_eight_concurrent_clients_for_twenty_seconds(served: str) -> None:
 def test_guard_edge_cases(brain: ops.Brain, home: Path) -> None:
     brain.close()
     port = free_port()
-    with serving(home, "--token", "s3cret", "--allow-host", "brain.internal", port=port) as url:
-        auth = {"Authorization": "Bearer s3cret"}
+    token = "s3cret-of-16-chars"
+    with serving(home, "--token", token, "--allow-host", "brain.internal", port=port) as url:
+        auth = {"Authorization": f"Bearer {token}"}
         odd = httpx.get(
             f"{url}/stats", headers={"Authorization": "Bearer caf\xe9".encode("latin-1")}
         )

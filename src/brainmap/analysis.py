@@ -218,7 +218,7 @@ DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be tol
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
 # library indexed with an older one is re-read in full by the next reindex.
-ANALYZER_VERSION = 1
+ANALYZER_VERSION = 2  # 2: a line longer than a unit is cut; labels lose control characters
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 

@@ -17,6 +17,7 @@ import click
 
 from brainmap import __version__
 from brainmap.errors import UserError
+from brainmap.termsafe import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,7 +79,8 @@ json_option = click.option("--json", "json_out", is_flag=True, help="Print machi
 @click.group(context_settings=CONTEXT)
 @click.option(
     "--home",
-    type=click.Path(file_okay=False, path_type=Path),
+    # the home checks itself (config.ensure_home): one message for --home and $BRAINMAP_HOME
+    type=click.Path(path_type=Path),
     help="Home folder (config.toml, brain.db). Default: $BRAINMAP_HOME or ~/.brainmap.",
 )
 @click.version_option(__version__, prog_name="brainmap")
@@ -118,7 +120,14 @@ def init(json_out: bool) -> None:
 
 @cli.group(context_settings=CONTEXT)
 def library() -> None:
-    """Add, list and remove libraries (folders of markdown)."""
+    """Add, list and remove libraries (folders of markdown).
+
+    \b
+    Examples:
+      brainmap library add docs ./documentation
+      brainmap library list
+      brainmap library remove docs
+    """
 
 
 @library.command("add")
@@ -130,7 +139,8 @@ def library() -> None:
 @click.option(
     "--include",
     multiple=True,
-    help="Glob of files to index (repeatable). Default: **/*.md, **/*.markdown.",
+    help="Glob of files to index (repeatable). Default: **/*.md, **/*.markdown. Files the "
+    "--code globs match stay code files (read for `Brain:` comments, not indexed as text).",
 )
 @click.option(
     "--exclude",
@@ -167,13 +177,24 @@ def library_add(
     if json_out:
         return _print_json(info)
     click.echo(f"added library {info.name} ({info.scope}) at {info.path}")
+    for note in info.notes:
+        click.echo(f"note: {note}")
+    for warning in info.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"next: brainmap reindex {info.name}")
 
 
 @library.command("list")
 @json_option
 def library_list(json_out: bool) -> None:
-    """List libraries with their entry and chunk counts."""
+    """List libraries with their entry and chunk counts, when they were last indexed (by a
+    reindex or a save) and their folders.
+
+    \b
+    Examples:
+      brainmap library list
+      brainmap library list --json
+    """
     from rich.table import Table
 
     from brainmap import ops
@@ -181,20 +202,44 @@ def library_list(json_out: bool) -> None:
     libs = ops.library_list(_brain(), ops.NoInput()).libraries
     if json_out:
         return _print_json(libs)
-    table = Table("name", "scope", "entries", "chunks", "indexed", "path", box=None)
+    table = Table("name", "scope", "entries", "chunks", "indexed", "path", box=None,
+                  pad_edge=False)  # fmt: skip
     for lib in libs:
         path = lib.path if lib.exists else f"{lib.path} (missing)"
         table.add_row(
             lib.name, lib.scope, str(lib.entries), str(lib.chunks), lib.indexed_at or "never", path
         )
-    _console().print(table)
+    _print_table(table)
+
+
+def _print_table(table: Any) -> None:
+    """A Rich table fitted to the terminal; into a pipe or a file whole, never cut."""
+    console = _console()
+    if console.is_terminal:
+        return console.print(table)
+    from io import StringIO
+
+    from rich.console import Console
+
+    text = StringIO()
+    Console(file=text, width=100_000, highlight=False).print(table)
+    for line in text.getvalue().splitlines():
+        click.echo(line.rstrip())
 
 
 @library.command("remove")
 @click.argument("name")
 @json_option
 def library_remove(name: str, json_out: bool) -> None:
-    """Forget library NAME: its index rows go, its files are left alone."""
+    """Forget library NAME: its index rows go, its files are left alone.
+
+    To follow a folder that moved: remove the library, then add it again at the new path.
+
+    \b
+    Examples:
+      brainmap library remove docs
+      brainmap library remove docs && brainmap library add docs ~/new/place/documentation
+    """
     from brainmap import ops
 
     report = ops.library_remove(_brain(), ops.LibraryNameInput(name=name))
@@ -232,11 +277,16 @@ def reindex(libraries: tuple[str, ...], full: bool, no_embed: bool, json_out: bo
     with _Progress() as progress:
         report = ops.reindex(_brain(), inp, progress=progress.update)
     if json_out:
-        return _print_json(report)
-    _print_reindex(report)
+        _print_json(report)
+    else:
+        _print_reindex(report)
+    if report.problems:  # the others are indexed; a script still learns that one was not
+        sys.exit(1)
 
 
 def _print_reindex(report: Any) -> None:
+    for problem in report.problems:
+        click.echo(f"error: {problem}", err=True)
     for lib in report.libraries:
         click.echo(
             f"{lib.library}: {lib.files} files: {lib.added} added, {lib.updated} updated, "
@@ -267,6 +317,7 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -276,6 +327,8 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
+            from brainmap.termsafe import raw
+
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
@@ -283,8 +336,12 @@ class _Progress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]}"),
                 TimeRemainingColumn(),
-                console=_console(stderr=True),
+                # the bar redraws itself with cursor controls, and shows only our own labels
+                console=Console(file=raw(sys.stderr), highlight=False),
                 transient=True,
+                # while it runs, other output still goes through the cleaning sys streams
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             self._bar.__enter__()
         return self
@@ -393,7 +450,15 @@ def search(
       echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
     """
     if batch is not None:
-        return _search_batch(batch)
+        # the flags given are every line's defaults; a line's own fields win
+        defaults: dict[str, Any] = {"limit": limit, "mode": mode, "hop": hop, "route": not no_route}
+        for key, value in (("library", library), ("type", type_), ("tag", tag)):
+            if value:
+                defaults[key] = list(value)
+        for key, given in (("since", since), ("project", project)):
+            if given is not None:
+                defaults[key] = given
+        return _search_batch(batch, defaults)
     if query is None:
         _fail("give a QUERY or --batch FILE", "brainmap search 'how do I ...'", code=2)
     # the search op's body, without the table's pydantic models: click has checked the
@@ -438,12 +503,12 @@ def _print_hits(result: Any) -> None:
     words = sorted({re.escape(t) for t in result.terms if len(t) > 1}, key=len, reverse=True)
     pattern = re.compile("|".join(words), re.IGNORECASE) if words else None
     for i, hit in enumerate(result.hits, 1):
-        section = hit.heading.removeprefix(hit.title).removeprefix(" > ")
+        section = one_line(hit.heading.removeprefix(hit.title).removeprefix(" > "))
         click.echo(
-            f"{i:>2}. {click.style(hit.title, bold=True)}"
+            f"{i:>2}. {click.style(one_line(hit.title), bold=True)}"
             + (f" › {section}" if section else "")
             + click.style(f"  [{hit.library}] ", fg="magenta")
-            + click.style(f"{hit.path}:{hit.line_start}-{hit.line_end}", fg="cyan")
+            + click.style(f"{one_line(hit.path)}:{hit.line_start}-{hit.line_end}", fg="cyan")
             + click.style(f"  {hit.score:.4f}", dim=True)
             + ("" if hit.match == "strong" else click.style(f"  {hit.match} match", dim=True))
         )
@@ -474,17 +539,17 @@ def _print_hops(chain: Any) -> None:
         click.echo(click.style(f"    people {people}", dim=True))
 
 
-def _search_batch(source: Path) -> None:
+def _search_batch(source: Path, defaults: dict[str, Any]) -> None:
     brain = _brain()
     try:
         handle = sys.stdin if str(source) == "-" else source.open(encoding="utf-8")
     except OSError as exc:
         _fail(f"cannot read {source}: {exc.strerror}")
     with handle:
-        _answer_batch(brain, handle)
+        _answer_batch(brain, handle, defaults)
 
 
-def _answer_batch(brain: Brain, handle: Any) -> None:
+def _answer_batch(brain: Brain, handle: Any, defaults: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     from brainmap import ops
@@ -499,8 +564,11 @@ def _answer_batch(brain: Brain, handle: Any) -> None:
             for key in ("library", "type", "tag"):
                 if isinstance(raw.get(key), str):
                     raw[key] = [raw[key]]
-            out: Any = ops.to_jsonable(ops.search(brain, ops.SearchInput.model_validate(raw)))
-        except (ValueError, ValidationError, UserError) as exc:
+            inp = ops.SearchInput.model_validate({**defaults, **raw})
+            out: Any = ops.to_jsonable(ops.search(brain, inp))
+        except ValidationError as exc:  # before ValueError, its base: name the fields
+            out = {"line": line_no, "error": ops.describe_errors(exc.errors())}
+        except (ValueError, UserError) as exc:
             message = exc.message if isinstance(exc, UserError) else str(exc).splitlines()[0]
             out = {"line": line_no, "error": message}
         click.echo(json.dumps(out, ensure_ascii=False))
@@ -523,9 +591,9 @@ def get(ref: str, json_out: bool) -> None:
     if json_out:
         return _print_json(entry)
     click.echo(
-        click.style(entry.title, bold=True)
+        click.style(one_line(entry.title), bold=True)
         + click.style(f"  [{entry.library}] ", fg="magenta")
-        + click.style(entry.path, fg="cyan")
+        + click.style(one_line(entry.path), fg="cyan")
     )
     tags = ", ".join(entry.tags) or "-"
     click.echo(f"id {entry.id} · type {entry.type} · tags {tags} · updated {entry.updated}")
@@ -553,19 +621,28 @@ def _read_body(body: str | None, file: Path | None) -> str:
     return ""
 
 
-def _print_saved(result: Any, json_out: bool) -> None:
-    """The outcome of save/ingest; a duplicate (nothing written) exits with status 3."""
+def _print_saved(result: Any, json_out: bool, next_step: str, usage: str = "") -> None:
+    """The outcome of save/ingest; a duplicate (nothing written) exits with status 3.
+
+    The op's messages name its HTTP/MCP fields; here ``next_step`` (after a duplicate) and
+    ``usage`` name the command's flags instead, in text and JSON alike."""
+    from brainmap.notes import DUPLICATE
+
+    if result.status == "duplicate":
+        result.message = f"{DUPLICATE}; {next_step}"
+    elif result.status == "hint" and usage:
+        result.message = usage
     if json_out:
         _print_json(result)
         if result.status == "duplicate":
             sys.exit(3)
         return
     if result.status == "duplicate":
-        click.echo(f"not saved: {result.message}", err=True)
+        click.echo(f"not saved: {DUPLICATE}", err=True)
         for c in result.candidates:
             similarity = f"{c.similarity:.3f}" if c.similarity is not None else "-"
             click.echo(f"  {c.id}  [{c.library}] {c.path}  {c.title}  ({c.reason}, {similarity})")
-        click.echo("hint: --merge-into ID appends to one of them; --force saves anyway", err=True)
+        click.echo(f"hint: {next_step}", err=True)
         sys.exit(3)
     if result.status == "hint":
         click.echo(result.message)
@@ -635,7 +712,8 @@ def save(
         library=library, project=project or None, folder=folder, force=force,
         merge_into=merge_into,
     )  # fmt: skip
-    _print_saved(ops.save(_brain(), inp), json_out)
+    _print_saved(ops.save(_brain(), inp), json_out,
+                 "--merge-into ID appends to one of them; --force saves anyway")  # fmt: skip
 
 
 @cli.command()
@@ -667,7 +745,15 @@ def ingest(
         ops.IngestInput, text=text, uri=uri, observed_at=observed_at, title=title,
         tags=list(tag) or None, library=library, force=force,
     )  # fmt: skip
-    _print_saved(ops.ingest(_brain(), inp), json_out)
+    _print_saved(ops.ingest(_brain(), inp), json_out, "--force keeps it anyway", _INGEST_USAGE)
+
+
+_INGEST_USAGE = (
+    "ingest keeps a raw piece of text as a note in the inbox/ of a library and indexes it:\n"
+    "  brainmap ingest TEXT|- [--uri URI] [--observed-at ISO-8601] [--title TITLE] [--tag TAG] "
+    "[-l LIBRARY]\n"
+    "For a typed entry you wrote (gotcha, pattern, decision...) use brainmap save."
+)
 
 
 # --- serving --------------------------------------------------------------------------------
@@ -680,15 +766,21 @@ def ingest(
     show_default=True,
     help="Address to bind; anything but loopback needs --token.",
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+    help="0: any free port (the first line printed says which).",
+)  # fmt: skip
 @click.option(
     "--token",
     envvar="BRAINMAP_TOKEN",
-    help="Bearer token required on every request ($BRAINMAP_TOKEN).",
+    help="Bearer token required on every request ($BRAINMAP_TOKEN): 16 or more printable "
+    "ASCII characters, no spaces.",
 )
 @click.option(
-    "--read-only", is_flag=True, help="Disable save, ingest, reindex, git-import and verify."
-)
+    "--read-only", is_flag=True,
+    help="Refuse every operation that writes (HTTP 403) and offer no MCP tool that does: save, "
+    "ingest, reindex, git_import, verify, collect and map_recompute.",
+)  # fmt: skip
 @click.option("--allow-host", multiple=True, help="Extra Host name clients may use (repeatable).")
 @click.option(
     "--max-body-mb",
@@ -706,10 +798,13 @@ def serve(
     Examples:
       brainmap serve
       curl 'http://127.0.0.1:8765/search?query=docker+ports&limit=3'
-      BRAINMAP_TOKEN=s3cret brainmap serve --host 0.0.0.0 --read-only
+      export BRAINMAP_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+      brainmap serve --host 0.0.0.0 --read-only
     """
+    from brainmap.server import check_token
     from brainmap.server import serve as run_server
 
+    check_token(token)  # before the model loads: a token that cannot work is a quick answer
     brain = _brain()
     brain.searcher.embedder()  # load the model before the first request
 
@@ -725,8 +820,10 @@ def serve(
 
 @cli.command("mcp")
 @click.option(
-    "--read-only", is_flag=True, help="Do not offer save, ingest, reindex, git-import and verify."
-)
+    "--read-only", is_flag=True,
+    help="Offer no tool that writes: save, ingest, reindex, git_import, verify, collect and "
+    "map_recompute (the instructions then recommend none of them).",
+)  # fmt: skip
 def mcp_cmd(read_only: bool) -> None:
     """Serve the tools over MCP on stdin/stdout (for Claude Code and other MCP clients).
 
@@ -741,6 +838,9 @@ def mcp_cmd(read_only: bool) -> None:
 
 def main() -> None:
     """Console-script entry point: user errors become a message and exit status 1."""
+    from brainmap import termsafe
+
+    termsafe.install()  # what files hold is shown on the terminal, never obeyed by it
     try:
         cli.main(prog_name="brainmap")
     except UserError as exc:

@@ -29,9 +29,14 @@ _CONFIDENCE_COLOURS = {"confirmed": "green", "partial": "yellow", "hypothesis": 
     "runtime, or an outside compose / ssh config / YAML file (e.g. ~/.ssh/config); it goes "
     "into LIBRARY, else the global library.",
 )  # fmt: skip
+@click.option("--no-embed", is_flag=True, help="Re-read notes get no vectors yet (text only).")
 @json_option
 def collect(
-    library: str | None, sources: tuple[str, ...], from_file: str | None, json_out: bool
+    library: str | None,
+    sources: tuple[str, ...],
+    from_file: str | None,
+    no_embed: bool,
+    json_out: bool,
 ) -> None:
     """Collect observations into LIBRARY (default: every library) and pair them into facts.
 
@@ -56,6 +61,7 @@ def collect(
         libraries=[library] if library else None,
         source=list(sources) or None,
         from_file=from_file,
+        embed=not no_embed,
     )
     with _Progress() as progress:
         report = ops.collect(_brain(), inp, progress=progress.update)
@@ -70,6 +76,8 @@ def collect(
         click.echo(f"{lib.library}: {counts}  ({total} observations; ran {', '.join(lib.ran)})")
         for note in lib.notes:
             click.echo(f"  note: {note}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
 
 
 @cli.command()

@@ -23,8 +23,9 @@ def neighbors(
 ) -> None:
     """Walk the knowledge graph from NODE.
 
-    NODE is an entry (id or library:path), a name (Postgres), or a node key: entity:NAME,
-    file:LIBRARY/PATH, commit:SHA, person:EMAIL, tag:TAG. Aliases are merged.
+    NODE is an entry (id or library:path), a name as the map shows it (Postgres, nas), or a
+    node key: entity:NAME, file:LIBRARY/PATH, commit:SHA, person:EMAIL, tag:TAG, host:NAME,
+    service:PROJECT/NAME. Aliases are merged; edges that collectors observed are marked.
 
     \b
     Examples:
@@ -47,6 +48,7 @@ def neighbors(
     for edge in result.edges:
         where = edge.library + (f":{edge.path}" if edge.path else "")
         where += f":{edge.line}" if edge.line else ""
+        where += "  (observed fact)" if edge.root == "facts" else ""
         click.echo(
             f"  {labels.get(edge.subject, edge.subject)} "
             + click.style(f"-{edge.predicate}->", fg="green")

@@ -16,7 +16,13 @@ from brainmap.cli import _brain, _console, _print_json, _validate, cli, json_opt
 @cli.command()
 @json_option
 def stats(json_out: bool) -> None:
-    """Counts: libraries, entries, chunks, vectors, pending embeddings, sizes, model."""
+    """Counts: libraries, entries, chunks, vectors, pending embeddings, sizes, model.
+
+    \b
+    Examples:
+      brainmap stats
+      brainmap stats --json | jq .pending_embeddings
+    """
     from brainmap import ops
 
     r = ops.stats(_brain(), ops.NoInput())
@@ -55,6 +61,11 @@ def doctor(json_out: bool) -> None:
     """Check the model, schema, integrity, vectors and files on disk; print each fix.
 
     Exits with status 1 when a check fails.
+
+    \b
+    Examples:
+      brainmap doctor
+      brainmap doctor --json | jq '.checks[] | select(.ok | not) | .fix'
     """
     from brainmap import ops
 
@@ -62,12 +73,17 @@ def doctor(json_out: bool) -> None:
     if json_out:
         _print_json(report)
     else:
+        from brainmap.termsafe import one_line
+
+        # file and library names go inside these lines: a newline in one must not forge a line
         for check in report.checks:
-            click.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+            click.echo(
+                f"{'ok  ' if check.ok else 'FAIL'} {one_line(check.name)}: {one_line(check.detail)}"
+            )
             for item in check.items[:50]:
-                click.echo(f"       {item}")
+                click.echo(f"       {one_line(item)}")
             if check.fix:
-                click.echo(f"       fix: {check.fix}")
+                click.echo(f"       fix: {one_line(check.fix)}")
     if not report.ok:
         sys.exit(1)
 
@@ -76,7 +92,13 @@ def doctor(json_out: bool) -> None:
 @json_option
 def gc(json_out: bool) -> None:
     """Remove orphans, unconfigured libraries, old-model vectors, imported commits that HEAD
-    no longer reaches (abandoned branches, rewritten history) and unused cache; vacuum."""
+    no longer reaches (abandoned branches, rewritten history) and unused cache; vacuum.
+
+    \b
+    Examples:
+      brainmap gc
+      brainmap library remove old-docs && brainmap gc --json
+    """
     from brainmap import ops
 
     r = ops.gc(_brain(), ops.NoInput())

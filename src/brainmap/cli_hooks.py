@@ -38,7 +38,14 @@ def hook_cmd(event: str) -> None:
 
 @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
 def hooks() -> None:
-    """Install brainmap's hooks into Claude Code, remove them, check them."""
+    """Install brainmap's hooks into Claude Code, remove them, check them.
+
+    \b
+    Examples:
+      brainmap hooks install --mcp
+      brainmap hooks status
+      brainmap hooks uninstall
+    """
 
 
 def _print_change(change: Any, json_out: bool) -> None:
@@ -197,7 +204,12 @@ def hooks_plugin(folder: Path, command: str) -> None:
 
 @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
 def diary() -> None:
-    """The diary of agent sessions (written by the Stop hook) and its rollups."""
+    """The diary of agent sessions (written by the Stop hook) and its rollups.
+
+    \b
+    Example:
+      brainmap diary rollup --completed
+    """
 
 
 @diary.command("rollup")

@@ -20,6 +20,9 @@ from brainmap.errors import UserError
 from brainmap.safefile import atomic_write
 
 DEFAULT_INCLUDE = ["**/*.md", "**/*.markdown"]
+# Included files with these endings are entries even when the code globs match them too; any
+# other file the code globs match is a code file, whatever `include` says.
+MARKDOWN_SUFFIXES = (".md", ".markdown")
 DEFAULT_EXCLUDE = ["**/.*/**", "**/node_modules/**"]
 # Code files read for `Brain: slug` breadcrumbs (only their comments are used; never indexed).
 DEFAULT_CODE = [
@@ -98,6 +101,9 @@ class IndexSettings:
     turn_tokens: int = 450  # units of text written one line per turn (dialogues, diaries)
     max_file_mb: float = 10.0
     embed_batch: int = 32
+    # processes that read and parse files while this one writes the index, on a large
+    # (re)index and more than one CPU; 0 does everything in one process
+    read_workers: int = 1
 
 
 @dataclass
@@ -197,6 +203,14 @@ class HookSettings:
 
 
 @dataclass
+class CollectSettings:
+    """What ``collect`` may read when the network names the file (``from_file`` over HTTP or
+    MCP): files inside a library, or inside one of these folders. The CLI reads any file."""
+
+    allow_from: list[str] = field(default_factory=list)  # folders, e.g. ["~/.ssh"]
+
+
+@dataclass
 class DiarySettings:
     """Where sessions are written: ``<library>/<folder>/<project>/YYYY/MM/DD.md``."""
 
@@ -220,6 +234,7 @@ class Config:
     map: MapSettings = field(default_factory=MapSettings)
     hooks: HookSettings = field(default_factory=HookSettings)
     diary: DiarySettings = field(default_factory=DiarySettings)
+    collect: CollectSettings = field(default_factory=CollectSettings)
 
     @property
     def db_path(self) -> Path:
@@ -381,6 +396,7 @@ def load(home: Path) -> Config:
         cfg.map = _section(MapSettings, data.get("map", {}))
         cfg.hooks = _section(HookSettings, data.get("hooks", {}))
         cfg.diary = _section(DiarySettings, data.get("diary", {}))
+        cfg.collect = _section(CollectSettings, data.get("collect", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -413,6 +429,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "turn_tokens": (16, 100_000),
     "max_file_mb": (0.001, 10_000),
     "embed_batch": (1, 4096),
+    "read_workers": (0, 8),
     "rrf_k": (0, 10_000),
     "bm25_weight": (0, 100),
     "forms_weight": (0, 100),
@@ -465,6 +482,11 @@ def _section(cls: Any, raw: Any) -> Any:
             if not isinstance(value, str):
                 raise ValueError(f"{key} must be a string")
             values[key] = value
+            continue
+        if kind is list:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{key} must be a list of strings")
+            values[key] = list(value)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{key} must be a number")
@@ -522,6 +544,7 @@ def to_toml(cfg: Config) -> str:
         ("map", cfg.map),
         ("hooks", cfg.hooks),
         ("diary", cfg.diary),
+        ("collect", cfg.collect),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]
@@ -565,12 +588,18 @@ def check_library_name(name: str) -> None:
 
 def ensure_home(home: Path) -> tuple[Config, bool]:
     """Create the home, its config and the global library when missing; return (config, created)."""
+    hint = "give --home (or $BRAINMAP_HOME) a folder you can write, or a path where one can be made"
+    if home.exists() and not home.is_dir():
+        raise UserError(f"the home {home} is a file, not a folder", hint=hint)
     cfg = load(home)
     created = not cfg.config_path.exists()
-    if not any(lib.name == GLOBAL_LIBRARY for lib in cfg.libraries) and created:
-        brain = home / GLOBAL_LIBRARY
-        brain.mkdir(parents=True, exist_ok=True)
-        cfg.libraries.insert(0, LibraryConfig(GLOBAL_LIBRARY, brain, scope="global"))
-    if created:
-        save(cfg)
+    try:
+        if not any(lib.name == GLOBAL_LIBRARY for lib in cfg.libraries) and created:
+            brain = home / GLOBAL_LIBRARY
+            brain.mkdir(parents=True, exist_ok=True)
+            cfg.libraries.insert(0, LibraryConfig(GLOBAL_LIBRARY, brain, scope="global"))
+        if created:
+            save(cfg)
+    except OSError as exc:  # under a file, a read-only or pseudo file system (/proc)
+        raise UserError(f"cannot create the home {home}: {exc.strerror or exc}", hint=hint) from exc
     return cfg, created

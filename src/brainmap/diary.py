@@ -31,7 +31,14 @@ from brainmap.collectors.secrets import redact
 from brainmap.config import Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.markdown import cut
-from brainmap.safefile import atomic_write, library_lock, read_regular, safe_folder, slugify
+from brainmap.safefile import (
+    atomic_write,
+    library_lock,
+    read_beneath,
+    read_regular,
+    safe_folder,
+    slugify,
+)
 
 MAX_TRANSCRIPT_READ = 64 * 1024 * 1024  # one append reads at most this much of a transcript
 MAX_DAY_BYTES = 8 * 1024 * 1024
@@ -492,7 +499,9 @@ def append_session(
         rel = day_path(cfg, project, day)
         path = lib.path / rel
         try:
-            old = read_regular(path, MAX_DAY_BYTES + 1)
+            # no symlink followed on the way: a folder swapped for one must not pour an
+            # outside file into the day that is written back
+            old = read_beneath(lib.path, rel, MAX_DAY_BYTES + 1)
         except FileNotFoundError:
             old = b""
         except OSError as exc:
@@ -595,6 +604,13 @@ class Written:
     project: str
 
 
+def read_in(root: Path, path: Path, limit: int = MAX_DAY_BYTES) -> bytes:
+    """At most ``limit`` bytes of a diary file at ``path`` inside the library at ``root``,
+    reached without following a symlink (as the scan reads): what it shows or rolls up is
+    never a file outside the library that a swapped folder leads to."""
+    return read_beneath(root, path.relative_to(root).as_posix(), limit)
+
+
 def days_of(project_dir: Path) -> Iterator[tuple[dt.date, Path]]:
     """The day files under a project's diary folder, by date."""
     try:
@@ -675,9 +691,9 @@ def roll_up(
                         continue
                     target = base / f"{period.label}.md"
                     digest = days_digest(members)
-                    if completed_only and _made_from(target) == digest:
+                    if completed_only and _made_from(lib.path, target) == digest:
                         continue
-                    text = render_rollup(slug, period, members, digest)
+                    text = render_rollup(slug, period, members, digest, root=lib.path)
                     if atomic_write(lib.path, target, text.encode("utf-8")):
                         rel = target.relative_to(lib.path).as_posix()
                         written.append(Written(lib.name, rel, slug))
@@ -696,11 +712,11 @@ def days_digest(members: list[tuple[dt.date, Path]]) -> str:
     return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
 
 
-def _made_from(target: Path) -> str | None:
+def _made_from(root: Path, target: Path) -> str | None:
     """The days digest a rollup says it was made from (None when missing or unreadable,
     as after a merge that mixed two versions)."""
     try:
-        head = read_regular(target, 1024).decode("utf-8", "replace")
+        head = read_in(root, target, 1024).decode("utf-8", "replace")
     except OSError:
         return None
     found = re.findall(r"^days: ([0-9a-f]{16})$", head, re.MULTILINE)
@@ -720,17 +736,24 @@ def _project_of(text: str, fallback: str) -> str:
 
 
 def render_rollup(
-    slug: str, period: Period, members: list[tuple[dt.date, Path]], digest: str
+    slug: str,
+    period: Period,
+    members: list[tuple[dt.date, Path]],
+    digest: str,
+    *,
+    root: Path | None = None,
 ) -> str:
     """The rollup of one period from its day files (deterministic: same days, same bytes);
-    ``digest`` (:func:`days_digest`) is written into its frontmatter."""
+    ``digest`` (:func:`days_digest`) is written into its frontmatter. With ``root``, the
+    library the days are in, they are read as :func:`read_in` reads."""
     sections: list[Section] = []
     project = slug
     for day, path in sorted(members):
         try:
-            text = read_regular(path, MAX_DAY_BYTES).decode("utf-8", "replace")
+            data = read_regular(path, MAX_DAY_BYTES) if root is None else read_in(root, path)
         except OSError:
             continue
+        text = data.decode("utf-8", "replace")
         project = _project_of(text, project)
         sections += parse_day(day, text)
     sessions: dict[str, list[Section]] = {}

@@ -6,7 +6,6 @@ fault injection points of the crash tests, which the text pass shares.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +16,6 @@ from brainmap.store import PendingChunk, Store, VectorCache
 
 if TYPE_CHECKING:
     from brainmap.embed import Embedder
-
-# Fault injection for the crash tests: "text:N" or "embed:N" exits the process abruptly
-# (like kill -9, open transaction included) at the N-th file or embedding batch.
-CRASH_ENV = "BRAINMAP_TEST_CRASH"
 
 #: ``progress(phase, done, total)``; phase is "scan", "embed" or "git".
 ProgressFn = Callable[[str, int, int | None], None]
@@ -53,12 +48,6 @@ def embed_text(title: str, aliases: list[str], heading: str, text: str) -> str:
     if heading and heading != title:
         head += "\n" + heading
     return f"{head}\n\n{text}"[:MAX_EMBED_CHARS]
-
-
-def crash_point(phase: str, count: int) -> None:
-    """Exit abruptly here when the crash tests ask for this point (see ``CRASH_ENV``)."""
-    if os.environ.get(CRASH_ENV) == f"{phase}:{count}":
-        os._exit(137)
 
 
 def embed_pending(
@@ -106,7 +95,6 @@ def embed_pending(
                 ],
             )
             done += len(group)
-            crash_point("embed", done // batch_size)
             if progress:
                 progress("embed", done, max(total, done))
     report.pending = store.pending_count(model, library_ids, entry_ids)

@@ -156,13 +156,25 @@ def run(searcher: Searcher, golden: Path, modes: list[Mode] | None = None) -> Ev
     return report
 
 
-def compare(new: EvalReport, old_path: Path, tolerance: float) -> list[str]:
-    """Metrics that fell by more than ``tolerance`` since an earlier ``--json`` report."""
+def read_report(path: Path) -> dict[str, dict[str, float]]:
+    """The metrics per mode of an earlier ``--json`` report (read before a run, not after)."""
+    hint = "give a file written by `brainmap eval GOLDEN --json`"
     try:
-        old = json.loads(old_path.read_text(encoding="utf-8"))
-        old_modes: dict[str, dict[str, float]] = old["modes"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{old_path} is not a report written by `brainmap eval --json`") from exc
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise UserError(f"no such file: {path}", hint=hint) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UserError(f"cannot read {path}: {reason}", hint=hint) from exc
+    try:
+        modes: dict[str, dict[str, float]] = json.loads(text)["modes"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path} is not a report written by `brainmap eval --json`") from exc
+    return modes
+
+
+def compare(new: EvalReport, old_modes: dict[str, dict[str, float]], tolerance: float) -> list[str]:
+    """Metrics that fell by more than ``tolerance`` since an earlier report's ``old_modes``."""
     drops = []
     for mode, metrics in new.modes.items():
         for name, value in metrics.items():

@@ -188,6 +188,9 @@ class Edge:
     line: int | None
     observed_at: str | None
     source_rev: str | None
+    # info: what a note or code says; facts: what a collector observed (`ask` and `audit`
+    # give its confidence)
+    root: str = "info"
 
 
 @dataclass
@@ -250,13 +253,22 @@ class GraphReader:
         kind, sep, rest = ref.partition(":")
         if sep and kind in KINDS and rest:
             return ref if kind != "entity" else entity_key(rest)
+        if sep and self.store.nodes([ref]):  # any stored key: host:nas, service:shop/web
+            return ref
         found = self.store.find_entry(ref)
         if found is not None:
             return entry_key(found[0])
         lib, sep, rel = ref.partition(":")
         if sep and lib in set(libraries):
             return file_key(lib, rel)
-        return entity_key(ref)
+        key = entity_key(ref)
+        if not self.store.nodes([key]):
+            # a name as the map and the GUI show it: the label of a fact's node (``nas`` is
+            # host:nas), an entity first when several nodes carry it
+            labelled = self.store.keys_labelled(ref)
+            if labelled:
+                return min(labelled, key=lambda k: (not k.startswith("entity:"), k))
+        return key
 
     def canonical(self, keys: list[str]) -> dict[str, str]:
         """Each key's node after merging: an alias becomes its entity; a slug naming exactly
@@ -410,7 +422,7 @@ class GraphReader:
 def _edge(row: EdgeRow, subject: str, obj: str) -> Edge:
     return Edge(
         subject, row.predicate, obj, row.library, row.source_uri, row.line, row.observed_at,
-        row.source_rev,
+        row.source_rev, row.root,
     )  # fmt: skip
 
 

@@ -194,7 +194,7 @@ def _last_diary(cfg: Config, project: Project) -> list[str]:
     days = list(diary.days_of(lib.path / diary.project_folder(cfg, project.name)))
     for day, path in reversed(days[-3:]):
         try:
-            text = read_regular(path, diary.MAX_DAY_BYTES).decode("utf-8", "replace")
+            text = diary.read_in(lib.path, path).decode("utf-8", "replace")
         except OSError:
             continue
         sections = diary.parse_day(day, text)

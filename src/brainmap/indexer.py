@@ -13,13 +13,18 @@ import datetime as dt
 import errno
 import hashlib
 import os
+import pickle
 import stat
+import subprocess
+import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brainmap.analysis import (
     ANALYZER_VERSION,
@@ -28,11 +33,10 @@ from brainmap.analysis import (
     fts_text,
     other_forms,
 )
-from brainmap.config import Config, LibraryConfig, PathFilter
+from brainmap.config import MARKDOWN_SUFFIXES, Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
     ProgressFn,
-    crash_point,
     embed_pending,
     embed_text,
     title_line,
@@ -41,19 +45,29 @@ from brainmap.errors import UserError
 from brainmap.facts import records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
 from brainmap.markdown import DecodeError, Entry, breadcrumbs, decode, parse
-from brainmap.safefile import TEMP_PREFIX, is_abandoned_temp
+from brainmap.safefile import (
+    TEMP_PREFIX,
+    NotRegularError,
+    is_abandoned_temp,
+    open_beneath,
+    open_folder_at,
+    read_beneath,
+    read_regular_at,
+)
 from brainmap.store import (
     ChunkRecord,
     CodeFileRecord,
     DatabaseError,
     EntryRecord,
     EntryState,
+    Graph,
     Store,
     VectorCache,
     slug_of,
 )
 
 if TYPE_CHECKING:
+    from brainmap.collectors import Observation
     from brainmap.collectors.files import ProjectFinder
 
 # A file modified this close to the moment it was indexed may change again within the same
@@ -64,6 +78,9 @@ RACY_NS = 2_000_000_000
 # ~15% more chunks/s than 256 or 0.5 s on the tldr pages, and text still shows within 1 s.
 BATCH_FILES = 1024
 BATCH_SECONDS = 1.0
+# How a file's warning begins when a collector could not read it (doctor lists them; collect
+# reports its libraries' ones)
+FACTS_NOT_READ = "facts not read"
 
 
 @dataclass
@@ -86,6 +103,8 @@ class LibraryReport:
 class ReindexReport:
     libraries: list[LibraryReport] = field(default_factory=list)
     embedding: EmbedReport | None = None
+    missing: list[str] = field(default_factory=list)  # libraries whose folder is gone: not read
+    problems: list[str] = field(default_factory=list)  # what went wrong, and the fix
     # filled by the after-change step (brainmap.derive) that follows every reindex
     facts_paired: list[str] = field(default_factory=list)  # libraries whose facts were re-paired
     map: list[str] = field(default_factory=list)  # libraries whose map block was recomputed
@@ -103,6 +122,27 @@ class Indexed:
 # --- globs and scanning ---------------------------------------------------------------------
 
 
+class _Listing:
+    """A folder that :func:`scan` opened (``fd``, -1 once closed), and its subfolders it has
+    yet to descend into, the next one last."""
+
+    __slots__ = ("fd", "rel", "subdirs")
+
+    def __init__(self, rel: str, fd: int) -> None:
+        self.rel, self.fd = rel, fd
+        self.subdirs: list[str] = []
+
+    def reopen(self, root: Path) -> int:
+        if self.fd < 0:
+            self.fd = open_beneath(root, self.rel)
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
 @dataclass(frozen=True)
 class Found:
     """A file (or, with ``folder`` set, an unreadable folder) seen by :func:`scan`."""
@@ -113,11 +153,21 @@ class Found:
     problem: str | None = None
     folder: bool = False
     code: bool = False  # a code file, read only for its breadcrumbs
+    # where :func:`read_found` reads it: in its folder while the scan holds that open, else
+    # from the root; a symlink's target by its path in the library
+    listing: _Listing | None = field(default=None, compare=False, repr=False)
+    target: str | None = None
 
 
 def _printable(rel: str) -> str:
     """A file name that is not valid UTF-8 cannot be stored as is; show it escaped."""
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+# Folders the scan holds open at once, at most: the chain from the root down to the folder it
+# lists, less the upper ones, reopened from the root when the walk comes back to them (a
+# deep tree must not use up the process's file descriptors).
+MAX_OPEN_FOLDERS = 32
 
 
 def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[Found]:
@@ -127,69 +177,139 @@ def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Itera
     Everything that cannot be indexed is yielded with a problem instead: a symlink leaving the
     library (or dangling), a pipe or device, a name that is not UTF-8, an unreadable folder.
     Code files with a problem are left out silently: they are not knowledge.
+
+    Each folder is opened by name relative to its opened parent, refusing a symlink, and its
+    files are read from it (:func:`read_found`): a folder swapped for a symlink to elsewhere
+    while the scan runs cannot lead it outside the library.
     """
     root_real = root.resolve()
-    stack = [("", root)]
-    while stack:
-        rel_dir, folder = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                items = sorted(it, key=lambda d: d.name)
-        except OSError as exc:
-            if rel_dir:
+    prefix = os.path.join(root, "")
+    try:
+        listing: _Listing | None = _Listing("", open_beneath(root, ""))
+    except OSError:
+        return
+    chain: list[_Listing] = []  # the open folders from the root down
+    try:
+        while True:
+            if listing is not None:
+                chain.append(listing)
+                yield from _list_folder(root, root_real, prefix, listing, paths, code)
+                if len(chain) > MAX_OPEN_FOLDERS:
+                    chain[-MAX_OPEN_FOLDERS - 1].close()  # those above it are closed already
+            while chain and not chain[-1].subdirs:
+                chain.pop().close()
+            if not chain:
+                return
+            parent = chain[-1]
+            name = parent.subdirs.pop()
+            rel = parent.rel + name
+            try:
+                listing = _Listing(rel + "/", open_folder_at(parent.reopen(root), name))
+            except OSError as exc:  # unreadable, or replaced by a symlink since it was listed
+                listing = None
                 yield Found(
-                    rel_dir.rstrip("/"), folder, None, f"cannot read folder: {exc.strerror}", True
+                    rel, Path(prefix + rel), None, f"cannot read folder: {exc.strerror}", True
                 )
+    finally:
+        for opened in chain:
+            opened.close()
+
+
+def _list_folder(
+    root: Path,
+    root_real: Path,
+    prefix: str,
+    listing: _Listing,
+    paths: PathFilter,
+    code: PathFilter | None,
+) -> Iterator[Found]:
+    """The files of one opened folder for :func:`scan`; sets the subfolders to descend into."""
+    rel_dir = listing.rel
+    try:
+        with os.scandir(listing.fd) as it:
+            items = sorted(it, key=lambda d: d.name)
+    except OSError as exc:
+        if rel_dir:
+            rel = rel_dir.rstrip("/")
+            yield Found(rel, Path(prefix + rel), None, f"cannot read folder: {exc.strerror}", True)
+        return
+    subdirs = []
+    for item in items:
+        rel = rel_dir + item.name
+        try:
+            is_dir = item.is_dir(follow_symlinks=False)
+        except OSError:
             continue
-        subdirs = []
-        for item in items:
-            rel = rel_dir + item.name
+        if is_dir:
+            if not paths.prunes(rel):
+                subdirs.append(item.name)
+            continue
+        if item.name.startswith(TEMP_PREFIX):
+            _sweep_temp(Path(prefix + rel), listing.fd, item.name)
+            continue
+        wanted = paths.wants(rel)
+        # a file the code globs take stays code though an include glob matches it too
+        # ('**/*.py', '**/*'): read for its breadcrumbs and facts, not chunked as markdown
+        is_code = (
+            code is not None
+            and not (wanted and item.name.lower().endswith(MARKDOWN_SUFFIXES))
+            and code.wants(rel)
+        )
+        if not wanted and not is_code:
+            continue
+        path = Path(prefix + rel)
+        printable = _printable(rel)
+        if printable != rel:
+            if not is_code:
+                yield Found(printable, path, None, "file name is not valid UTF-8")
+            continue
+        if is_code:
+            code_stat = _regular_stat(item)
+            if code_stat is not None:
+                yield Found(rel, path, code_stat, code=True, listing=listing)
+            continue
+        target = None
+        if item.is_symlink():
             try:
-                is_dir = item.is_dir(follow_symlinks=False)
-            except OSError:
+                resolved = path.resolve(strict=True)
+            except (OSError, RuntimeError):
+                yield Found(rel, path, None, "broken or looping symlink")
                 continue
-            if is_dir:
-                if not paths.prunes(rel):
-                    subdirs.append((rel + "/", Path(item.path)))
+            if not resolved.is_relative_to(root_real):
+                yield Found(rel, path, None, "symlink pointing outside the library")
                 continue
-            if item.name.startswith(TEMP_PREFIX):
-                _sweep_temp(Path(item.path))
-                continue
-            is_code = False
-            if not paths.wants(rel):
-                if code is None or not code.wants(rel):
-                    continue
-                is_code = True
-            path = Path(item.path)
-            printable = _printable(rel)
-            if printable != rel:
-                if not is_code:
-                    yield Found(printable, path, None, "file name is not valid UTF-8")
-                continue
-            if is_code:
-                code_stat = _regular_stat(item)
-                if code_stat is not None:
-                    yield Found(rel, path, code_stat, code=True)
-                continue
-            if item.is_symlink():
-                try:
-                    target = path.resolve(strict=True)
-                except (OSError, RuntimeError):
-                    yield Found(rel, path, None, "broken or looping symlink")
-                    continue
-                if not target.is_relative_to(root_real):
-                    yield Found(rel, path, None, "symlink pointing outside the library")
-                    continue
-            try:
-                st = path.stat()
-            except OSError as exc:
-                yield Found(rel, path, None, f"cannot stat: {exc.strerror}")
-                continue
-            if not stat.S_ISREG(st.st_mode):  # a pipe would block the read forever
-                yield Found(rel, path, None, "not a regular file")
-                continue
-            yield Found(rel, path, st)
-        stack.extend(reversed(subdirs))
+            target = resolved.relative_to(root_real).as_posix()
+        try:
+            st = item.stat(follow_symlinks=False) if target is None else _stat_in(root, target)
+        except OSError as exc:
+            yield Found(rel, path, None, f"cannot stat: {exc.strerror}")
+            continue
+        if not stat.S_ISREG(st.st_mode):  # a pipe would block the read forever
+            yield Found(rel, path, None, "not a regular file")
+            continue
+        yield Found(rel, path, st, listing=listing, target=target)
+    listing.subdirs = subdirs[::-1]
+
+
+def _stat_in(root: Path, rel: str) -> os.stat_result:
+    """The stat of ``rel`` in the library, reached without following a symlink (a symlink's
+    target, resolved by path, may have been swapped since)."""
+    folder, _, name = rel.rpartition("/")
+    fd = open_beneath(root, folder)
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def read_found(root: Path, found: Found, limit: int) -> bytes:
+    """At most ``limit`` bytes of a file found by :func:`scan` in the library at ``root``,
+    read without following a symlink below ``root``: in the folder the scan opened while it
+    holds it, else reached from ``root`` anew (raises OSError, :class:`NotRegularError`)."""
+    listing = found.listing
+    if found.target is None and listing is not None and listing.fd >= 0:
+        return read_regular_at(listing.fd, found.rel.rpartition("/")[2], limit)
+    return read_beneath(root, found.target or found.rel, limit)
 
 
 def _regular_stat(item: os.DirEntry[str]) -> os.stat_result | None:
@@ -201,10 +321,12 @@ def _regular_stat(item: os.DirEntry[str]) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def _sweep_temp(path: Path) -> None:
-    """Remove a temp file abandoned by an interrupted atomic write (never a live one)."""
+def _sweep_temp(path: Path, dir_fd: int, name: str) -> None:
+    """Remove a temp file abandoned by an interrupted atomic write (never a live one), in the
+    folder the scan opened (not by path, which could lead elsewhere by now)."""
     if is_abandoned_temp(path):
-        path.unlink(missing_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
 
 
 # --- identifiers and texts ------------------------------------------------------------------
@@ -294,6 +416,7 @@ def index_library(
     states = store.entry_states(library_id)
     code_states = store.code_states(library_id)
     known_skips = store.skip_states(library_id)
+    warned = {path for name, path, _ in store.skipped() if name == lib.name}  # code files too
     has_git = store.git_state(library_id) is not None
     report = LibraryReport(lib.name)
     max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
@@ -307,6 +430,29 @@ def index_library(
 
     projects = ProjectFinder(root, lib.name)
     env_changed: set[str] = set()  # folders whose .env changed in this run
+    reading = _Reading.of(cfg, lib, library_id, full)
+    readers = _Readers(reading, projects, cfg.index.read_workers)
+
+    def skip(found: Found, old: EntryState | None, problem: str, keep_old: bool) -> None:
+        batch.tick()
+        report.skipped += 1
+        skipped.add(found.rel)
+        seen_stat = found.stat
+        store.record_skip(
+            library_id, found.rel, problem, _now(),
+            seen_stat.st_mtime_ns if seen_stat else None,
+            seen_stat.st_size if seen_stat else None,
+        )  # fmt: skip
+        if old is not None and not keep_old:  # unreadable now: drop its stale entry
+            store.delete_entries([old.id])
+            report.deleted += 1
+
+    def store_read(read: _Read, old: EntryState | None) -> None:
+        batch.tick()
+        problem = _store_read(store, reading, read, old, report, has_git)
+        if problem is not None:
+            skip(read.found, old, problem, read.keep_old)
+
     try:
         for found in scan(root, lib.paths, lib.code_paths):
             if found.code:
@@ -327,14 +473,23 @@ def index_library(
                 if changed and found.stat.st_size <= max_bytes:
                     batch.tick()
                     try:
-                        _index_code(
+                        read, problem = _index_code(
                             store, lib, library_id, found, old_code, has_git,
                             full or folder in env_changed, report, sources, projects,
+                            max_bytes,
                         )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
                     except Exception:  # a code file is not knowledge: it is left out
-                        pass
+                        read, problem = False, None
+                    if problem is not None:
+                        # no stat: a skip with one would keep the file from being read as
+                        # markdown, should the globs make it an entry later
+                        store.record_skip(library_id, found.rel, problem, _now())
+                    if problem is not None or (not read and found.rel in warned):
+                        skipped.add(found.rel)
+                elif found.rel in warned:  # not read again: what was wrong with it still is
+                    skipped.add(found.rel)
                 continue
             report.files += 1
             seen.add(found.rel)
@@ -355,33 +510,17 @@ def index_library(
                     report.skipped += 1  # skipped before and unchanged: not read again
                     skipped.add(found.rel)
                     continue
-                batch.tick()
-                crash_point("text", report.files)
                 if st.st_size > max_bytes:
                     problem = f"larger than max_file_mb ({st.st_size / 1e6:.1f} MB)"
                 else:
-                    try:
-                        problem = _index_file(
-                            cfg, store, lib, library_id, found, old, full, report, has_git,
-                            projects,
-                        )  # fmt: skip
-                    except DatabaseError:
-                        raise  # the database itself failed: stop, keep everything as it was
-                    except Exception as exc:  # a bug or an input we did not foresee
-                        problem, keep_old = f"cannot index: {type(exc).__name__}: {exc}", True
+                    readers.read(found, old)
+                    for ready, was in readers.done():
+                        store_read(ready, was)
+                    continue
             if problem is not None:
-                batch.tick()
-                report.skipped += 1
-                skipped.add(found.rel)
-                seen_stat = found.stat
-                store.record_skip(
-                    library_id, found.rel, problem, _now(),
-                    seen_stat.st_mtime_ns if seen_stat else None,
-                    seen_stat.st_size if seen_stat else None,
-                )  # fmt: skip
-                if old is not None and not keep_old:  # unreadable now: drop its stale entry
-                    store.delete_entries([old.id])
-                    report.deleted += 1
+                skip(found, old, problem, keep_old)
+        for ready, was in readers.done(wait=True):
+            store_read(ready, was)
         gone = [
             state.id
             for rel, state in states.items()
@@ -403,8 +542,181 @@ def index_library(
     except BaseException as exc:
         batch.abort(exc)
         raise
+    finally:
+        readers.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+# Files read in this process before a worker process starts reading beside it: starting one
+# costs about 0.3 s, which only a large (re)index earns back.
+PARALLEL_AFTER = 256
+READ_BATCH = 64  # files per task sent to the worker
+MAX_IN_FLIGHT = 16  # tasks sent and not yet stored (bounds the memory held)
+
+
+class _Readers:
+    """Reads and parses files while the caller stores what was read: in a worker process
+    once a run has many files (parsing and SQLite's writes then use two cores), else here.
+    Results come back in the order the files were given."""
+
+    def __init__(self, reading: _Reading, projects: ProjectFinder, workers: int) -> None:
+        self.reading = reading
+        self.projects = projects
+        self.parallel = workers > 0 and (os.cpu_count() or 1) > 1
+        self.count = 0
+        self.worker: _ReadWorker | None = None
+        self.batch: list[tuple[Found, EntryState | None]] = []
+        self.sent: deque[list[tuple[Found, EntryState | None]]] = deque()
+        self.here: list[tuple[_Read, EntryState | None]] = []
+
+    def read(self, found: Found, old: EntryState | None) -> None:
+        self.count += 1
+        if self.worker is None and self.parallel and self.count > PARALLEL_AFTER:
+            self.worker = _ReadWorker.start()
+            self.parallel = self.worker is not None
+        if self.worker is None:
+            self.here.append((self._read_here(found, old), old))
+            return
+        self.batch.append((found, old))
+        if len(self.batch) >= READ_BATCH:
+            self._send()
+
+    def _read_here(self, found: Found, old: EntryState | None) -> _Read:
+        return _read_file(self.reading, found, old.content_hash if old else None, self.projects)
+
+    def _send(self) -> None:
+        assert self.worker is not None
+        items, self.batch = self.batch, []
+        # the scan's open folders are this process's: the worker reads from the root anew
+        sent = [(replace(f, listing=None), o.content_hash if o else None) for f, o in items]
+        self.worker.send(self.reading, sent)
+        self.sent.append(items)
+
+    def done(self, wait: bool = False) -> Iterator[tuple[_Read, EntryState | None]]:
+        """What has been read, in order; with ``wait``, everything given so far."""
+        here, self.here = self.here, []
+        yield from here
+        if wait and self.batch:
+            self._send()
+        while self.sent and self.worker is not None:
+            block = wait or len(self.sent) >= MAX_IN_FLIGHT
+            reads = self.worker.receive(block)
+            if reads is _NOT_YET:
+                return
+            items = self.sent.popleft()
+            if reads is None:  # the worker died (out of memory?): read here from now on
+                self.worker.close()
+                self.worker, self.parallel = None, False
+                reads = [self._read_here(found, old) for found, old in items]
+                for rest in self.sent:
+                    items += rest
+                    reads += [self._read_here(found, old) for found, old in rest]
+                self.sent.clear()
+            yield from zip(reads, [old for _, old in items], strict=True)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
+_NOT_YET: Any = object()
+
+
+class _ReadWorker:
+    """``python -m brainmap.readworker``: batches of files in on its stdin, what was read out
+    on its stdout (pickled), in order. A thread reads its answers, so neither side can block
+    the other on a full pipe; it exits when its stdin closes (also if this process dies)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        import queue
+
+        self.proc = proc
+        self.answers: queue.SimpleQueue[list[_Read] | None] = queue.SimpleQueue()
+        self.requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=self._read_answers, daemon=True),
+            threading.Thread(target=self._write_requests, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    @classmethod
+    def start(cls) -> _ReadWorker | None:
+        import brainmap
+
+        env = dict(os.environ)
+        # the same brainmap as this process, wherever it was imported from
+        here = str(Path(brainmap.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "brainmap.readworker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            )  # fmt: skip
+        except OSError:
+            return None  # cannot start one: read here
+        return cls(proc)
+
+    def send(self, reading: _Reading, items: list[tuple[Found, str | None]]) -> None:
+        self.requests.put(pickle.dumps((reading, items), pickle.HIGHEST_PROTOCOL))
+
+    def receive(self, block: bool) -> Any:
+        """The next batch read; None when the worker died, ``_NOT_YET`` when not ``block``
+        and nothing is ready."""
+        import queue
+
+        try:
+            return self.answers.get(block=block)
+        except queue.Empty:
+            return _NOT_YET
+
+    def _write_requests(self) -> None:
+        assert self.proc.stdin is not None
+        try:
+            while (request := self.requests.get()) is not None:
+                self.proc.stdin.write(request)
+                self.proc.stdin.flush()
+            self.proc.stdin.close()
+        except OSError:
+            pass  # the worker went away: its reader says so
+
+    def _read_answers(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            while True:
+                self.answers.put(pickle.load(self.proc.stdout))
+        except Exception:  # EOF, or a worker that died mid-answer
+            self.answers.put(None)
+
+    def close(self) -> None:
+        self.requests.put(None)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve_reads() -> None:
+    """The read worker's loop (``python -m brainmap.readworker``)."""
+    from brainmap.collectors.files import ProjectFinder
+
+    finders: dict[tuple[str, str], ProjectFinder] = {}
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            reading, items = pickle.load(stdin)
+        except EOFError:
+            return
+        lib = reading.library
+        projects = finders.get((str(lib.path), lib.name))
+        if projects is None:
+            projects = finders[(str(lib.path), lib.name)] = ProjectFinder(lib.path, lib.name)
+        reads = [_read_file(reading, found, old_hash, projects) for found, old_hash in items]
+        pickle.dump(reads, stdout, pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
 
 
 def _same_stat(old: EntryState, st: os.stat_result) -> bool:
@@ -426,41 +738,106 @@ def _index_file(
     projects: ProjectFinder,
 ) -> str | None:
     """Index one changed-looking file; return a problem string when it must be skipped."""
+    reading = _Reading.of(cfg, lib, library_id, full)
+    read = _read_file(reading, found, old.content_hash if old else None, projects)
+    if read.keep_old:  # an unforeseen failure: the caller keeps what was indexed before
+        raise _ReadFailed(read.problem or "")
+    return _store_read(store, reading, read, old, report, has_git)
+
+
+class _ReadFailed(Exception):
+    """Reading a file failed in a way nobody foresaw (a bug, a hostile input)."""
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What reading a library's files needs (sent with each batch to the read worker)."""
+
+    library: LibraryConfig
+    library_id: int
+    chunk_tokens: int
+    turn_tokens: int
+    max_bytes: int
+    full: bool
+
+    @classmethod
+    def of(cls, cfg: Config, lib: LibraryConfig, library_id: int, full: bool) -> _Reading:
+        max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
+        return cls(lib, library_id, cfg.index.chunk_tokens, cfg.index.turn_tokens, max_bytes, full)
+
+
+@dataclass
+class _Read:
+    """A file read and analysed, ready to be stored; or why it cannot be."""
+
+    found: Found
+    problem: str | None = None
+    keep_old: bool = False  # an unforeseen failure: the entry indexed before is kept
+    same: bool = False  # the content is the one indexed (only its stat changed)
+    size: int = 0
+    indexed_ns: int = 0
+    record: EntryRecord | None = None
+    chunks: list[ChunkRecord] = field(default_factory=list)
+    graph: Graph | None = None
+    said: list[Observation] = field(default_factory=list)
+    mtime_iso: str = ""
+
+
+def _read_file(
+    reading: _Reading, found: Found, old_hash: str | None, projects: ProjectFinder
+) -> _Read:
+    """Read, parse and analyse one file: everything but the index, so that the read worker
+    can do it. Never raises: an unforeseen failure is a problem with ``keep_old`` set."""
     try:
-        data = found.path.read_bytes()
+        return _read_file_unsafe(reading, found, old_hash, projects)
+    except Exception as exc:  # a bug or an input we did not foresee
+        return _Read(found, f"cannot index: {type(exc).__name__}: {exc}", keep_old=True)
+
+
+def _read_file_unsafe(
+    reading: _Reading, found: Found, old_hash: str | None, projects: ProjectFinder
+) -> _Read:
+    lib, max_bytes = reading.library, reading.max_bytes
+    try:
+        # bounded: the file may have grown since it was seen
+        data = read_found(lib.path, found, max_bytes + 1)
+    except NotRegularError:
+        return _Read(found, "not a regular file")
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            return "deleted while indexing"
-        return f"cannot read: {exc.strerror}"
+            return _Read(found, "deleted while indexing")
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return _Read(found, "replaced by a symlink while indexing: not followed")
+        return _Read(found, f"cannot read: {exc.strerror}")
+    if len(data) > max_bytes:
+        return _Read(found, f"larger than max_file_mb (over {max_bytes / 1e6:.1f} MB)")
     assert found.stat is not None
     st = found.stat
     now_ns = time.time_ns()
     content_hash = hashlib.sha256(data).hexdigest()
-    if not full and old and old.content_hash == content_hash:
-        store.touch_entry(old.id, st.st_mtime_ns, len(data), now_ns)
-        report.unchanged += 1
-        return None
+    if not reading.full and old_hash == content_hash:
+        return _Read(found, same=True, size=len(data), indexed_ns=now_ns)
     try:
         text, problem = decode(data)
     except DecodeError as exc:
-        return str(exc)
+        return _Read(found, str(exc))
     stem = found.path.name.rsplit(".", 1)[0]
     parsed = parse(
         text,
         fallback_title=stem,
-        chunk_tokens=cfg.index.chunk_tokens,
-        turn_tokens=cfg.index.turn_tokens,
+        chunk_tokens=reading.chunk_tokens,
+        turn_tokens=reading.turn_tokens,
     )
     if problem:
         parsed.warnings.insert(0, problem)
     eid = entry_id(lib.name, found.rel)
     mtime_iso = _iso(st.st_mtime_ns)
     blob = blob_id(data)
-    source_rev = _source_rev(store, lib.name, found.rel, blob, mtime_iso, has_git)
+    source_rev = f"mtime:{mtime_iso}"  # the commit that wrote it, if any, is told on storing
     observed_at = parsed.observed_at or _now()
     record = EntryRecord(
         id=eid,
-        library_id=library_id,
+        library_id=reading.library_id,
         path=found.rel,
         title=parsed.title,
         type=parsed.type,
@@ -508,7 +885,7 @@ def _index_file(
         for ch in parsed.chunks
     ]
     graph = entry_graph(lib.name, eid, found.rel, parsed, observed_at, source_rev)
-    said = []
+    said: list[Observation] = []
     # a diary tells what a session did, not how things are: no narrative claims from it
     if parsed.type != "diary":
         from brainmap.collectors import narrative
@@ -516,16 +893,47 @@ def _index_file(
         try:
             said = narrative.collect(text, parsed, projects(found.rel))
         except Exception as exc:  # a collector bug must not keep the note out of the info root
-            record.warnings.append(f"facts not read: {type(exc).__name__}: {exc}")
-    observations = records(said, found.rel, mtime_iso, source_rev)
+            record.warnings.append(f"{FACTS_NOT_READ}: {type(exc).__name__}: {exc}")
+    return _Read(found, record=record, chunks=chunks, graph=graph, said=said, mtime_iso=mtime_iso)
+
+
+def _store_read(
+    store: Store,
+    reading: _Reading,
+    read: _Read,
+    old: EntryState | None,
+    report: LibraryReport,
+    has_git: bool,
+) -> str | None:
+    """Write what :func:`_read_file` made into the index; return its problem, if any."""
+    found = read.found
+    if read.problem is not None:
+        return read.problem
+    if read.same:
+        assert old is not None and found.stat is not None
+        store.touch_entry(old.id, found.stat.st_mtime_ns, read.size, read.indexed_ns)
+        report.unchanged += 1
+        return None
+    record, graph = read.record, read.graph
+    assert record is not None and graph is not None
+    if has_git and record.blob:
+        rev = _source_rev(
+            store, reading.library.name, record.path, record.blob, read.mtime_iso, has_git
+        )
+        if rev != record.source_rev:
+            record.source_rev = rev
+            for edge in graph.edges:
+                edge.source_rev = rev
+    observations = records(read.said, found.rel, read.mtime_iso, record.source_rev)
     store.put_entry(
-        record, chunks, rewrite=full, new=old is None, graph=graph, observations=observations
-    )
+        record, read.chunks, rewrite=reading.full, new=old is None, graph=graph,
+        observations=observations,
+    )  # fmt: skip
     if old is None:
         report.added += 1
     else:
         report.updated += 1
-    report.chunks += len(chunks)
+    report.chunks += len(read.chunks)
     return None
 
 
@@ -563,19 +971,23 @@ def _index_code(
     report: LibraryReport,
     fact_sources: dict[str, PathFilter],
     projects: ProjectFinder,
-) -> None:
+    max_bytes: int,
+) -> tuple[bool, str | None]:
     """Record a code file with the ``Brain:`` breadcrumbs in it and, for a config file (compose,
-    ssh, YAML), what it declares (unreadable files are left)."""
+    ssh, YAML), what it declares (unreadable or too large files are left). Returns whether it
+    was read anew, and why what it declares could not be read (an alias bomb, bad text)."""
     try:
-        data = found.path.read_bytes()
+        data = read_found(lib.path, found, max_bytes + 1)
     except OSError:
-        return
+        return False, None
+    if len(data) > max_bytes:
+        return False, None
     assert found.stat is not None
     now_ns = time.time_ns()
     content_hash = hashlib.sha256(data).hexdigest()
     if not full and old and old.content_hash == content_hash:
         store.touch_code_file(old.id, found.stat.st_mtime_ns, len(data), now_ns)
-        return
+        return False, None
     report.code_files += 1
     crumbs: list[tuple[str, int]] = []
     if b"Brain:" in data:
@@ -585,16 +997,22 @@ def _index_code(
     mtime_iso = _iso(found.stat.st_mtime_ns)
     source_rev = _source_rev(store, lib.name, found.rel, blob, mtime_iso, has_git)
     observations = []
+    problem = None
     for source, paths in fact_sources.items():
         if paths.wants(found.rel):
             from brainmap.collectors.files import config_observations
 
-            # an unreadable or hostile config file gives no facts; it never stops the reindex
-            with suppress(Exception):
+            # an unreadable or hostile config file gives no facts, and says why (doctor,
+            # collect); it never stops the reindex
+            try:
                 text = decode(data)[0]
                 project = projects(found.rel)
-                said = config_observations(source, found.path, found.rel, text, project)
+                said = config_observations(
+                    source, found.path, found.rel, text, project, root=lib.path
+                )
                 observations = records(said, found.rel, mtime_iso, source_rev)
+            except Exception as exc:
+                problem = f"{FACTS_NOT_READ}: {exc}"
             break
     observed_at = _now()
     record = CodeFileRecord(
@@ -604,6 +1022,7 @@ def _index_code(
     )  # fmt: skip
     graph = code_graph(lib.name, found.rel, crumbs, observed_at, source_rev)
     store.put_code_file(record, graph, new=old is None, observations=observations)
+    return True, problem
 
 
 def index_files(
@@ -629,13 +1048,24 @@ def index_files(
     ids = []
     for rel in rels:
         path = lib.path / rel
-        found = Found(rel, path, path.stat())
-        problem = _index_file(
-            cfg, store, lib, library_id, found, states.get(rel), False, report, has_git,
-            projects,
-        )  # fmt: skip
+        problem: str | None
+        try:
+            # reached without a symlink, like the read: a folder of the path may have been
+            # swapped for one since the file was written
+            found = Found(rel, path, _stat_in(lib.path, rel))
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        else:
+            problem = _index_file(
+                cfg, store, lib, library_id, found, states.get(rel), False, report, has_git,
+                projects,
+            )  # fmt: skip
         if problem is not None:
-            raise UserError(f"{rel} was written but cannot be indexed: {problem}")
+            raise UserError(
+                f"{rel} was written but cannot be indexed: {problem}", status=409,
+                hint="something moved or replaced the file or a folder of its path meanwhile; "
+                "try again",
+            )  # fmt: skip
         ids.append(entry_id(lib.name, rel))
     if not embed:
         return Indexed(ids, False)
@@ -718,6 +1148,16 @@ def reindex(
     libs = cfg.select(names)
     report = ReindexReport()
     for lib in libs:
+        if not lib.path.is_dir():
+            # one moved or deleted folder must not hold back the other libraries (nor their
+            # vectors); its entries stay searchable as they were
+            report.missing.append(lib.name)
+            report.problems.append(
+                f"library {lib.name!r}: {lib.path} is missing (moved or deleted), not indexed; "
+                f"`brainmap library remove {lib.name}` forgets it, or after a move remove it "
+                f"and `brainmap library add {lib.name} NEW_PATH`"
+            )
+            continue
         report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
     store.checkpoint()
     if embed and libs:

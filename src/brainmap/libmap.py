@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import ipaddress
 import json
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -173,11 +175,48 @@ def compute(
     return Computed(block, partners)
 
 
+MAX_NAME_CHARS = 48  # longer is a sentence (an untitled note's first line), not a name
+MAX_NAME_WORDS = 6
+_PATH_LIKE = re.compile(r"^(~|/|\.{1,2}/)|\.\./|://|\\")
+
+
+def readable_name(label: str) -> bool:
+    """Whether a reader would name what a library is about with ``label``: words with
+    letters, not an address (192.168.1.10), a path (../../etc/x), a URL or a sentence."""
+    if not label.isprintable() or len(label) > MAX_NAME_CHARS:
+        return False
+    if not any(c.isalpha() for c in label) or len(label.split()) > MAX_NAME_WORDS:
+        return False
+    if _PATH_LIKE.search(label):
+        return False
+    host, _, port = label.rpartition(":")
+    for address in (label, host if port.isdigit() else label, label.strip("[]")):
+        try:
+            ipaddress.ip_address(address)
+            return False
+        except ValueError:
+            pass
+    return True
+
+
+def _prose(text: str) -> bool:
+    """Whether a paragraph reads as prose: a few words, mostly letters (not a pasted token,
+    a hash or a line of code)."""
+    words = [w for w in text.split() if any(c.isalpha() for c in w)]
+    letters = sum(c.isalpha() or c.isspace() for c in text)
+    # scripts written without spaces (Chinese, Japanese) make few words of many letters
+    enough = len(words) >= 3 or (not text.isascii() and letters >= 12)
+    return enough and letters >= 0.75 * len(text)
+
+
 def _top_entities(degrees: dict[str, tuple[str, int]], count: int) -> list[Entity]:
-    """The ``count`` entities of highest degree; a tag and an entity of the same name are one
-    (their degrees add up, the better connected key names it)."""
+    """The ``count`` entities of highest degree whose names a reader would choose; a tag and
+    an entity of the same name are one (their degrees add up, the better connected key names
+    it)."""
     merged: dict[str, Entity] = {}
     for key, (label, degree) in sorted(degrees.items(), key=lambda item: (-item[1][1], item[0])):
+        if not readable_name(label):
+            continue
         same = merged.get(label.casefold())
         if same is None:
             merged[label.casefold()] = Entity(label, key, degree)
@@ -203,7 +242,7 @@ def _narrative(
             continue
         tried.add(entry_id)
         text = first_paragraph(store.chunk_texts(entry_id, 3), limit)
-        if text:
+        if text and _prose(text):
             row = store.entry(entry_id)
             return (str(row["path"]) if row else None), text
     return None, ""

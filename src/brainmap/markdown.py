@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,12 @@ DEFAULT_CHUNK_TOKENS = 300
 DEFAULT_TURN_TOKENS = 450  # units of a text written one line per turn (a dialogue, a diary)
 DEFAULT_TYPE = "note"
 
-_ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# the opening of an ATX heading; the rest of the line is read by _atx_title (a regex for the
+# closing #s took time quadratic in a run of spaces: minutes for one 40 kB line)
+_ATX_OPEN_RE = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
+# a heading is a name: a longer line keeps its text in the chunk, and is cut in the title and
+# heading path that every hit and chunk of its section repeat
+MAX_HEADING_CHARS = 300
 _SETEXT_RE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _FENCE_OR_INDENT, _ATX_OR_INDENT, _SETEXT_OR_INDENT = " `~", " #", " =-"  # first characters
@@ -47,7 +52,8 @@ class DecodeError(ValueError):
 
 @dataclass(frozen=True)
 class Chunk:
-    """A heading-aware slice of an entry; lines are 1-based and inclusive."""
+    """A heading-aware slice of an entry; lines are 1-based and inclusive. A line too long
+    for one unit is cut into several chunks, each with that line as start and end."""
 
     ord: int
     heading: str
@@ -86,6 +92,14 @@ class Entry:
 
 
 _CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))
+# in a label every control character is dropped, C1 too (U+0085 NEL, U+009B CSI, ...)
+_LABEL_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_label(text: str) -> str:
+    """A one-line label (title, tag, project): control characters dropped, each run of
+    whitespace one space. Labels are shown in lists and offered to other notes as tags."""
+    return " ".join(_LABEL_CONTROL.sub("", text).split())
 
 
 def decode(data: bytes) -> tuple[str, str | None]:
@@ -283,14 +297,16 @@ def _apply_meta(entry: Entry, meta: dict[str, Any]) -> None:
     title = meta.get("title")
     if isinstance(title, str | int | float) and str(title).strip():
         entry.title = str(title).strip()
+        if len(entry.title) > MAX_HEADING_CHARS:  # every hit repeats it, as it does headings
+            entry.title = cut(entry.title, MAX_HEADING_CHARS)
     kind = meta.get("type")
     if isinstance(kind, str) and kind.strip():
         entry.type = kind.strip().lower()
     entry.tags = _string_list(meta.get("tags"), lower=True)
     entry.aliases = _string_list(meta.get("aliases"))
     project = meta.get("project")
-    if isinstance(project, str | int) and str(project).strip():
-        entry.project = str(project).strip()
+    if isinstance(project, str | int) and clean_label(str(project)):
+        entry.project = clean_label(str(project))
     for key in ("created", "last_verified", "observed_at"):
         raw = meta.get(key)
         if raw is None:
@@ -310,7 +326,7 @@ def _string_list(value: Any, *, lower: bool = False) -> list[str]:
         return []
     out: list[str] = []
     for raw in items:
-        item = raw.strip().lstrip("#").strip()
+        item = clean_label(raw).lstrip("#").strip()
         if lower:
             item = item.lower()
         if item and item not in out:
@@ -373,14 +389,16 @@ def _sections(lines: list[str], start: int) -> list[_Section]:
             prev_paragraph = False
             continue
         level, title = 0, ""
-        atx = _ATX_RE.match(line) if first in _ATX_OR_INDENT else None
+        atx = _ATX_OPEN_RE.match(line) if first in _ATX_OR_INDENT else None
         if atx:
-            level, title = len(atx.group(1)), (atx.group(2) or "").strip()
+            level, title = len(atx.group(1)), _atx_title(line[atx.end() :])
             heading_start = i
         elif prev_paragraph and first in _SETEXT_OR_INDENT and _SETEXT_RE.match(line):
             level = 1 if line.strip()[0] == "=" else 2
             title, heading_start = lines[i - 1].strip(), i - 1
         if level:
+            if len(title) > MAX_HEADING_CHARS:
+                title = cut(title, MAX_HEADING_CHARS)
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
@@ -395,6 +413,16 @@ def _sections(lines: list[str], start: int) -> list[_Section]:
     if fence is not None:  # an unclosed fence runs to the end of the document
         sections[-1].fences.append((fence[2], len(lines)))
     return sections
+
+
+def _atx_title(rest: str) -> str:
+    """The title of an ATX heading from what follows its opening #s: without the closing
+    sequence (#s after a space or tab) and the spaces around it."""
+    title = rest.strip(" \t")
+    bare = title.rstrip("#")
+    if bare != title and bare[-1:] in (" ", "\t"):
+        title = bare.rstrip(" \t")
+    return title.strip()
 
 
 def _first_heading(sections: list[_Section]) -> str:
@@ -436,6 +464,7 @@ def _blocks(lines: list[str], section: _Section) -> list[tuple[int, int, bool]]:
 def _chunks(lines: list[str], sections: list[_Section], limit: int, turn_limit: int) -> list[Chunk]:
     spans: list[tuple[int, int, str]] = []  # (start, end exclusive, heading path)
     pending_start: int | None = None  # a heading-only section waiting for its content
+    long: dict[int, int] = {}  # lines over their unit's budget on their own -> that budget
     for section in sections:
         blocks = _blocks(lines, section)
         if not blocks:
@@ -446,18 +475,80 @@ def _chunks(lines: list[str], sections: list[_Section], limit: int, turn_limit: 
                 pending_start = start
             continue
         pending_start = None
-        for piece_start, piece_end in _pack(lines, blocks, limit, start, turn_limit):
+        for piece_start, piece_end in _pack(lines, blocks, limit, start, turn_limit, long):
             spans.append((piece_start, piece_end, section.path))
     if pending_start is not None:  # trailing headings with no content still get indexed
         spans.append((pending_start, _last_nonblank(lines, len(lines)), sections[-1].path))
+    # no unit is larger than this, however its lines run: a code block is kept whole up to
+    # a few units, and so are runs of headings without text; beyond, they are cut too
+    most = _BLOCK_UNITS * _CHARS_PER_TOKEN * max(limit, turn_limit)
     chunks: list[Chunk] = []
     for start, stop, path in spans:
         end = _last_nonblank(lines, stop)
         if end <= start:
             continue
         text = "\n".join(lines[start:end])
+        if len(text) > most or (long and any(start <= i < end for i in long)):
+            for first, last, part in _bounded(lines, start, end, limit, long):
+                chunks.append(Chunk(len(chunks), path, first + 1, last, part))
+            continue
         chunks.append(Chunk(len(chunks), path, start + 1, end, text))
     return chunks
+
+
+_BLOCK_UNITS = 4
+_CHARS_PER_TOKEN = 3  # at most, as estimate_tokens counts (CJK characters count more)
+
+
+def _bounded(
+    lines: list[str], start: int, end: int, limit: int, long: dict[int, int]
+) -> Iterator[tuple[int, int, str]]:
+    """``(first line, end line exclusive, text)`` pieces of ``lines[start:end]`` within
+    budget: lines packed up to ``limit`` tokens, a line over its budget cut on its own."""
+    first, tokens = -1, 0
+    for i in range(start, end):
+        line = lines[i]
+        size = estimate_tokens(line)
+        cap = long.get(i, limit)
+        if size > cap:
+            if first >= 0:
+                last = _last_nonblank(lines, i)
+                yield first, last, "\n".join(lines[first:last])
+                first, tokens = -1, 0
+            for part in _cut_line(line, cap):
+                yield i, i + 1, part
+            continue
+        if first < 0:
+            if not line.strip():
+                continue  # a piece starts with text
+            first = i
+        elif tokens + size > limit and line.strip():
+            last = _last_nonblank(lines, i)
+            yield first, last, "\n".join(lines[first:last])
+            first, tokens = i, 0
+        tokens += size
+    if first >= 0:
+        last = _last_nonblank(lines, end)
+        yield first, last, "\n".join(lines[first:last])
+
+
+def _cut_line(line: str, cap: int) -> Iterator[str]:
+    """A line too long for one unit in pieces of at most ``cap`` tokens, each cut after a
+    space in its second half, else (base64, minified code) where the budget ends."""
+    pos, size = 0, len(line)
+    while pos < size:
+        end = min(size, pos + _CHARS_PER_TOKEN * cap - 1)
+        while (tokens := estimate_tokens(line[pos:end])) > cap and end - pos > 1:
+            end = min(end - 1, pos + max(1, (end - pos) * cap // tokens))  # CJK: fewer chars
+        if end < size:
+            space = max(line.rfind(" ", pos + (end - pos) // 2, end),
+                        line.rfind("\t", pos + (end - pos) // 2, end))  # fmt: skip
+            if space > pos:
+                end = space + 1
+        part = line[pos:end].strip()
+        if part:
+            yield part
+        pos = end
 
 
 def _last_nonblank(lines: list[str], end: int) -> int:
@@ -472,10 +563,12 @@ def _pack(
     limit: int,
     first_start: int,
     turn_limit: int,
+    long: dict[int, int],
 ) -> list[tuple[int, int]]:
     """Greedily pack consecutive blocks into pieces of at most ``limit`` tokens. A block of
     one line per turn (a dialogue, a log, a diary) that does not fit gets pieces of its own,
-    of at most ``turn_limit`` tokens, cut between turns only."""
+    of at most ``turn_limit`` tokens, cut between turns only. A line over its budget alone
+    gets a piece of its own, and is noted in ``long`` (with that budget) to be cut."""
     pieces: list[tuple[int, int]] = []
     start, tokens = first_start, 0
     cursor = first_start
@@ -500,6 +593,8 @@ def _pack(
                 if tokens and tokens + line_size > cap:
                     pieces.append((start, line_no))
                     start, tokens = line_no, 0
+                if line_size > cap:
+                    long[line_no] = cap
                 tokens += line_size
             if turns:  # what follows the turns starts a piece of its own
                 pieces.append((start, b_end))

@@ -11,18 +11,22 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from brainmap.config import Config, LibraryConfig
+from brainmap.embedding import embed_text
 from brainmap.errors import UserError
 from brainmap.indexer import entry_id, index_files
+from brainmap.markdown import clean_label, parse
 from brainmap.safefile import (
     UnsafePathError,
-    atomic_create,
     atomic_write,
+    created,
     library_lock,
+    read_beneath,
     safe_folder,
     slugify,
 )
@@ -35,6 +39,13 @@ __all__ = ["Notes", "SaveResult", "library_lock", "safe_folder", "slugify"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # all but tab and newlines
 TAG_NEIGHBOUR = 0.845  # entries this close vote for the tags of an untagged note
 TAG_NEAREST = 0.87  # the nearest entry lends all its tags when it is this close
+REWRITE_HINT = (
+    "the entry's file must be a regular file in a real folder of its library (not a FIFO, "
+    "device, symlink or folder): put the note back, or run `brainmap reindex` to forget it"
+)
+# what to do next is the interface's to say: save and ingest differ, and the CLI names flags
+# where HTTP and MCP name fields
+DUPLICATE = "a very similar entry exists; nothing was written"
 
 
 @dataclass
@@ -117,60 +128,78 @@ class Notes:
         same_title_is_duplicate: bool = True,
     ) -> SaveResult:
         """Write a new entry (or merge into ``merge_into``) unless a near-duplicate exists."""
-        title = " ".join(_CONTROL.sub("", title).split())
+        title = clean_label(title)
         if not title:
-            raise UserError("a title is needed", status=422)
+            raise UserError("title: a title is needed (some visible text)", status=422)
         if merge_into:
             return self._merge(merge_into, title, body)
         lib = self.library(library)
         with library_lock(self.cfg.home, lib.name):
-            neighbours = self.searcher.similar(f"{title}\n\n{body}", limit=8)
+            # the note's first unit as the index will embed it: the vector found here is the
+            # one indexing needs (one embedding per save, not two)
+            neighbours = self.searcher.similar(self._first_passage(title, body), remember=True)
             candidates = self._duplicates(lib, title, neighbours, same_title_is_duplicate)
             if candidates and not force:
                 return SaveResult(
                     "duplicate", lib.name, title, candidates=candidates,
-                    message="a very similar entry exists; nothing was written. Pass force to "
-                    "save anyway, or merge_into=<id> to add this as a dated section of it.",
+                    message=DUPLICATE,
                 )  # fmt: skip
-            clean_tags = [
-                t.strip().lstrip("#").lower() for t in tags or [] if t.strip().lstrip("#")
-            ]
+            # cleaned as titles are: a tag kept in the file is offered to other notes later
+            labels = (clean_label(t).lstrip("#").strip().lower() for t in tags or [])
+            clean_tags = list(dict.fromkeys(t for t in labels if t))
             suggested = not clean_tags
             if suggested:
                 clean_tags = _suggest_tags(neighbours)
             meta: dict[str, Any] = {"title": title, "type": (type or "note").strip().lower()}
             if clean_tags:
                 meta["tags"] = clean_tags
+            project = clean_label(project or "")
             if project:
                 meta["project"] = project
             meta["created"] = _now().date()
             meta |= extra or {}
-            path = self._create(
-                lib, safe_folder(folder) / slugify(title), render(meta, title, body)
-            )
-            rel = path.relative_to(lib.path.resolve()).as_posix()
-            try:
-                (entry,) = index_files(self.cfg, self.store, lib, [rel]).ids
-            except BaseException:
-                # never leave a file the index does not know, nor an entry without its file
-                path.unlink(missing_ok=True)
-                self.store.delete_entries([entry_id(lib.name, rel)])
-                raise
+            # a failure inside removes the file again, through the folder it was made in
+            with ExitStack() as made:
+                path = self._create(
+                    made, lib, safe_folder(folder) / slugify(title), render(meta, title, body)
+                )
+                rel = path.relative_to(lib.path).as_posix()
+                try:
+                    (entry,) = index_files(self.cfg, self.store, lib, [rel]).ids
+                except BaseException:
+                    # never leave a file the index does not know, nor an entry without its file
+                    self.store.delete_entries([entry_id(lib.name, rel)])
+                    raise
         return SaveResult(
             "saved", lib.name, title, entry, rel, str(path), clean_tags,
             suggested and bool(clean_tags), candidates, "saved and indexed",
         )  # fmt: skip
 
-    def _create(self, lib: LibraryConfig, base: Path, text: str) -> Path:
+    def _first_passage(self, title: str, body: str) -> str:
+        """What the index will embed for the first unit of a note saved with this title and
+        body (the frontmatter is not embedded, so it does not matter here)."""
+        parsed = parse(
+            render({"title": title}, title, body),
+            fallback_title=title,
+            chunk_tokens=self.cfg.index.chunk_tokens,
+            turn_tokens=self.cfg.index.turn_tokens,
+        )
+        first = parsed.chunks[0] if parsed.chunks else None
+        heading, text = (first.heading, first.text) if first else ("", "")
+        return embed_text(parsed.title, parsed.aliases, heading, text)
+
+    def _create(self, made: ExitStack, lib: LibraryConfig, base: Path, text: str) -> Path:
+        """Create the entry's file under its first free name; it is removed again when
+        ``made`` unwinds with an exception."""
         names = (
             lib.path / base.with_name(f"{base.name}{'' if n == 1 else f'-{n}'}.md")
             for n in range(1, 1000)
         )
         try:
-            return atomic_create(lib.path, names, text.encode("utf-8"))
+            return made.enter_context(created(lib.path, names, text.encode("utf-8")))
         except UnsafePathError as exc:
             raise UserError(
-                f"refused to write outside library {lib.name!r}: {exc}", status=403
+                f"refused to write outside library {lib.name!r}: {exc}", hint=exc.hint, status=403
             ) from exc
         except FileExistsError as exc:
             raise UserError(f"999 entries already use the name {base.name!r}", status=409) from exc
@@ -231,19 +260,37 @@ class Notes:
             raise UserError(f"no entry {target!r} to {what}", status=404)
         lib = self.cfg.library(row["library"])
         path = lib.path / row["path"]
+        limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
         with library_lock(self.cfg.home, lib.name):
             try:
-                old = path.read_bytes()
+                # a regular file only, reached without a symlink, and bounded: a FIFO where
+                # the entry was would block the read forever and hold the library's lock
+                old = read_beneath(lib.path, row["path"], limit + 1)
+                if len(old) > limit:
+                    raise UserError(f"cannot {what} {path}: larger than max_file_mb", status=413)
                 new = change(old.decode("utf-8")).encode("utf-8")
+            except UnsafePathError as exc:
+                raise UserError(
+                    f"refused to read outside library {lib.name!r}: {exc}", hint=exc.hint,
+                    status=403,
+                ) from exc  # fmt: skip
             except (OSError, UnicodeDecodeError) as exc:
-                raise UserError(f"cannot {what} {path}: {exc}", status=409) from exc
+                raise UserError(
+                    f"cannot {what} {path}: {getattr(exc, 'strerror', None) or exc}",
+                    hint=REWRITE_HINT, status=409,
+                ) from exc  # fmt: skip
             if new == old:
                 return row, lib, path  # never rewrite a file whose bytes would not change
             try:
                 atomic_write(lib.path, path, new)
             except UnsafePathError as exc:
                 raise UserError(
-                    f"refused to write outside library {lib.name!r}: {exc}", status=403
+                    f"refused to write outside library {lib.name!r}: {exc}", hint=exc.hint,
+                    status=403,
+                ) from exc  # fmt: skip
+            except OSError as exc:  # swapped for a FIFO (or worse) since it was read
+                raise UserError(
+                    f"cannot {what} {path}: {exc.strerror or exc}", hint=REWRITE_HINT, status=409
                 ) from exc
             try:
                 index_files(self.cfg, self.store, lib, [row["path"]])

@@ -9,6 +9,7 @@ p50 budget; the vectors still live in brain.db, so the index stays one file.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import re
@@ -34,7 +35,7 @@ from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
 from brainmap.graph import Hops
-from brainmap.store import Filters, HitRow, Store
+from brainmap.store import Filters, HitRow, Store, VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -390,21 +391,36 @@ class Searcher:
         if embedder is not None:
             query_batcher(embedder).clear()
 
-    def similar(self, text: str, limit: int = 8) -> list[tuple[HitRow, float]]:
+    def similar(
+        self, text: str, limit: int = 8, *, remember: bool = False
+    ) -> list[tuple[HitRow, float]]:
         """Chunks nearest to ``text`` embedded as a passage, with their cosine similarity.
 
-        Empty when the embedder is unavailable (callers then skip what needs it, e.g. dedup).
+        With ``remember``, the vector goes into the vector cache under the text's hash, so
+        that indexing a chunk of exactly that text (a note about to be saved) does not embed
+        it again. Empty when the embedder is unavailable (callers then skip what needs it,
+        e.g. dedup).
         """
-        from brainmap.embed import EmbedderError
+        from brainmap.embed import EmbedderError, model_id_of
 
         embedder = self.embedder()
         if embedder is None:
             return []
+        text = text[:MAX_EMBED_CHARS]
         try:
-            vector = embedder.passages([text[:MAX_EMBED_CHARS]])[0]
+            vector = embedder.passages([text])[0]
         except EmbedderError as exc:
             self._embedder_error = exc.message
             return []
+        if remember:
+            cache = VectorCache(self.cfg.cache_path)
+            try:
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                cache.put_many(
+                    model_id_of(self.cfg.embedder), [(digest, vector.astype("float32").tobytes())]
+                )
+            finally:
+                cache.close()
         self.vectors.refresh(self.store)
         top = self.vectors.top(vector, limit, Filters(), None)
         rows = self.store.hits([cid for cid, _ in top])

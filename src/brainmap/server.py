@@ -49,6 +49,9 @@ warnings.filterwarnings(
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_BODY = 2 * 1024 * 1024
+SHUTDOWN_GRACE_S = 3  # on SIGTERM, requests in flight get this long to finish
+MIN_TOKEN = 16  # characters; a short token falls to guessing
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # what a client can send after "Bearer "
 PROBLEM = "application/problem+json"
 _UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -131,9 +134,10 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> ASGIApp | None:
-        host = _hostname(headers.get("host", ""))
-        if host not in self.allowed_hosts:
-            return problem(421, f"requests for host {host!r} are not served here",
+        given = headers.get("host", "")
+        host = _hostname(given)
+        if host is None or host not in self.allowed_hosts:
+            return problem(421, f"requests for host {given!r} are not served here",
                            "use the address the server was started with, or start it with "
                            "--allow-host NAME")  # fmt: skip
         origin = headers.get("origin")
@@ -186,12 +190,16 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def _hostname(value: str) -> str:
-    """The host part of a Host header or an origin's authority (no port, brackets kept)."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value.partition("]")[0] + "]"
-    return value.rpartition(":")[0] if value.count(":") == 1 else value
+# RFC 9110 Host = uri-host [ ":" port ]; uri-host is an IP literal in brackets, an IPv4
+# address or a reg-name. Nothing else may follow: "[::1]evil.com" names no host of ours.
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._~%!$&'()*+,;=-]+)(?::[0-9]*)?")
+
+
+def _hostname(value: str) -> str | None:
+    """The host part of a Host header or an origin's authority (no port, brackets kept);
+    None when the value is not ``host[:port]``."""
+    match = _HOST.fullmatch(value.strip().lower())
+    return match.group(1) if match else None
 
 
 def allowed_hostnames(bind: str, extra: list[str]) -> set[str]:
@@ -248,7 +256,7 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
             inp = o.input(**{name: given[name] for name in in_path})
         else:
             inp = given["inp"]
-        return o.func(brain, inp)
+        return o.run(brain, inp, "http")
 
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=o.output)  # type: ignore[attr-defined]
     endpoint.__name__ = f"{o.tool}_{method.lower()}"
@@ -330,12 +338,13 @@ def create_app(
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(UserError)
-    async def user_error(_: Request, exc: UserError) -> JSONResponse:
-        return problem(exc.status, exc.message, exc.hint)
+    async def user_error(request: Request, exc: UserError) -> JSONResponse:
+        hint = exc.hint or (_parameters_hint(request) if exc.status == 422 else None)
+        return problem(exc.status, exc.message, hint)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return problem(422, describe_errors(exc.errors()))
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return problem(422, describe_errors(exc.errors()), _parameters_hint(request))
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -345,6 +354,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def crash(_: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error")
         return problem(500, f"internal error: {type(exc).__name__}")
+
+
+def _parameters_hint(request: Request) -> str:
+    """Where the fields of the path a client got wrong are described."""
+    return f"the parameters of {request.method} {request.url.path} are in /openapi.json"
 
 
 def serve(
@@ -361,19 +375,67 @@ def serve(
     """Run the HTTP server until interrupted. Any address but loopback needs a token."""
     import uvicorn
 
+    check_token(token)
     if not is_loopback(host) and not token:
         raise UserError(
             f"serving on {host} exposes the brain to the network; a token is required",
             hint="pass --token (or set $BRAINMAP_TOKEN), or bind 127.0.0.1",
         )
+    # bound before the app is made: with --port 0 the guard's own origin and the banner
+    # need the port the system picked, not 0
+    sockets = _listen(host, port)
+    port = sockets[0].getsockname()[1]
     app = create_app(brain, host=host, port=port, token=token, read_only=read_only,
                      allow_hosts=allow_hosts, max_body=max_body)  # fmt: skip
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # a request stuck in a worker thread cannot be cancelled: without a bound, uvicorn waits
+    # for it forever and SIGTERM never stops the server
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)  # fmt: skip
     server = uvicorn.Server(config)
     if ready is not None:
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
-    server.run()
+    server.run(sockets=sockets)
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token that a client could not send, or could guess."""
+    if token is not None and (len(token) < MIN_TOKEN or not _TOKEN.fullmatch(token)):
+        raise UserError(
+            f"the token (--token or $BRAINMAP_TOKEN) must be at least {MIN_TOKEN} printable "
+            "ASCII characters, without spaces",
+            hint="make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'",
+        )
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address of ``host``, all on one port (with port 0, the
+    one the system picked for the first address), as uvicorn itself would bind them."""
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise UserError(f"cannot listen on {host}: {exc.strerror}", hint="check --host") from exc
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(addresses):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio does: one family per socket
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((address[0], port, *address[2:]))
+            port = sock.getsockname()[1]
+            sock.listen(2048)  # connections wait from now on, before the loop accepts them
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            hint="another program may use that port: pick another --port (0: any free one)",
+        ) from exc
+    return sockets
 
 
 def openapi_document(brain: Brain) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from brainmap.collectors import (
     scrub,
     service_key,
 )
-from brainmap.collectors.yamltree import Node, parse
+from brainmap.collectors.yamltree import BudgetExceeded, Node, parse
 
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
@@ -71,7 +71,10 @@ def interpolate(raw: str, env: Mapping[str, str]) -> str:
 
 def project_of(text: str, env: Mapping[str, str]) -> str | None:
     """The project a compose file names with ``name:``, else None."""
-    return _named(parse(text), env)
+    try:
+        return _named(parse(text), env)
+    except BudgetExceeded:  # its files fall back to the folder's name; collect() says why
+        return None
 
 
 def _named(root: Node | None, env: Mapping[str, str]) -> str | None:

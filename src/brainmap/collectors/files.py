@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from brainmap.collectors import Observation, compose, project_name, sshconfig, yamlconf
+from brainmap.safefile import open_beneath, read_regular_at
 
 MAX_ENV_BYTES = 1_000_000
 COMPOSE_NAMES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
@@ -40,39 +42,63 @@ class ProjectFinder:
 
     def _compose_project(self, folder: str) -> str | None:
         if folder not in self._cache:
-            base = self.root / folder if folder else self.root
             found: str | None = None
-            for name in COMPOSE_NAMES:
-                path = base / name
-                if not path.is_file():  # not a FIFO or a device: reading one would hang
-                    continue
-                try:
-                    with path.open("rb") as handle:
-                        head = handle.read(MAX_ENV_BYTES).decode("utf-8", "replace")
-                except OSError:
-                    continue
-                named = compose.project_of(head, _dotenv(base / ".env"))
-                found = named or self.folder_id(folder)
-                break
+            try:
+                # opened without following symlinks, as the scan reads the library: a folder
+                # swapped for a symlink must not name projects from files outside it
+                dir_fd = open_beneath(self.root, folder)
+            except OSError:
+                self._cache[folder] = None
+                return None
+            try:
+                for name in COMPOSE_NAMES:
+                    try:  # a FIFO or a device is refused, not read (it would hang)
+                        head = read_regular_at(dir_fd, name, MAX_ENV_BYTES)
+                    except OSError:
+                        continue
+                    named = compose.project_of(head.decode("utf-8", "replace"), _dotenv_at(dir_fd))
+                    found = named or self.folder_id(folder)
+                    break
+            finally:
+                os.close(dir_fd)
             self._cache[folder] = found
         return self._cache[folder]
 
 
 def config_observations(
-    source: str, path: Path, rel: str, text: str, project: str
+    source: str,
+    path: Path,
+    rel: str,
+    text: str,
+    project: str,
+    *,
+    include_roots: list[Path] | None = None,
+    root: Path | None = None,
 ) -> list[Observation]:
-    """Observations of a declared-config file; ``source`` is compose, ssh or yaml."""
+    """Observations of a declared-config file; ``source`` is compose, ssh or yaml.
+    ``include_roots``: the only folders an ssh ``Include`` may read (default: sshconfig's).
+    ``root``: the library holding the file at ``rel``, whose ``.env`` is then read as the
+    scan reads (no symlink followed)."""
     if source == "compose":
-        return compose.collect(text, project, _dotenv(path.parent / ".env"))
+        return compose.collect(text, project, _dotenv(path.parent / ".env", root, rel))
     if source == "ssh":
-        return sshconfig.collect(path, text, rel)
+        return sshconfig.collect(path, text, rel, include_roots)
     if source == "yaml":
         return yamlconf.collect(text, project, path.name.rsplit(".", 1)[0])
     raise ValueError(f"unknown config source {source!r}")
 
 
-def _dotenv(path: Path) -> dict[str, str]:
+def _dotenv(path: Path, root: Path | None = None, rel: str = "") -> dict[str, str]:
     """The compose ``.env`` beside the file: used to interpolate ports, never stored."""
+    if root is not None:
+        try:
+            dir_fd = open_beneath(root, rel.rpartition("/")[0])
+        except OSError:
+            return {}
+        try:
+            return _dotenv_at(dir_fd)
+        finally:
+            os.close(dir_fd)
     try:
         if path.is_file():
             with path.open("rb") as handle:
@@ -81,3 +107,12 @@ def _dotenv(path: Path) -> dict[str, str]:
     except OSError:
         pass
     return {}
+
+
+def _dotenv_at(dir_fd: int) -> dict[str, str]:
+    """The ``.env`` in an opened library folder (a symlink, FIFO or device there is not read)."""
+    try:
+        data = read_regular_at(dir_fd, ".env", MAX_ENV_BYTES)
+    except OSError:
+        return {}
+    return compose.read_env(data.decode("utf-8", "replace"))

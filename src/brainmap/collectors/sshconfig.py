@@ -44,13 +44,19 @@ class _Block:
     options: list[tuple[str, str, int, str]] = field(default_factory=list)  # key, value, line, file
 
 
-def collect(path: Path, text: str, rel: str | None = None) -> list[Observation]:
+def collect(
+    path: Path, text: str, rel: str | None = None, include_roots: list[Path] | None = None
+) -> list[Observation]:
     """Observations for every concrete alias of the config at ``path`` (``text`` is its
     content; included files are read from disk, relative to ``path``'s folder, and only from
-    that folder, ``~/.ssh`` or ``/etc/ssh``). ``rel`` is the config's path in its library, to
-    cite included files beside it by library path too."""
+    that folder, ``~/.ssh`` or ``/etc/ssh``, or only from ``include_roots`` when given). ``rel``
+    is the config's path in its library, to cite included files beside it by library path too."""
     blocks = [_Block(["*"], 0)]  # options before the first Host apply to every host
-    roots = [path.parent.resolve(), Path("~/.ssh").expanduser().resolve(), Path("/etc/ssh")]
+    roots = (
+        [root.resolve() for root in include_roots]
+        if include_roots is not None
+        else [path.parent.resolve(), Path("~/.ssh").expanduser().resolve(), Path("/etc/ssh")]
+    )
     _read(path, text, blocks, 0, set(), roots)
     aliases: dict[str, int] = {}
     for block in blocks[1:]:

@@ -38,8 +38,16 @@ class Node:
         return self.value if isinstance(self.value, str) else None
 
 
+class BudgetExceeded(ValueError):
+    """The file expands to more nodes than any real config has: an alias bomb."""
+
+
 def parse(text: str, first_line: int = 1) -> Node | None:
-    """The tree of the first YAML document in ``text`` (None when it is not YAML)."""
+    """The tree of the first YAML document in ``text`` (None when it is not YAML).
+
+    Raises :class:`BudgetExceeded` when it expands past ``MAX_NODES``: what was read before
+    the budget ran out could be any part of the file, so facts from it would be a silent
+    guess (an alias bomb ahead of ``services:`` hides every service)."""
     import yaml  # imported on use: it costs 20 ms, and most commands read no config
 
     try:
@@ -59,7 +67,9 @@ def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Nod
 
     line = node.start_mark.line + 1 + offset
     budget[0] -= 1
-    if depth > 64 or budget[0] < 0:  # hostile nesting or alias bombs: stop descending
+    if budget[0] < 0:
+        raise BudgetExceeded(f"YAML node budget exceeded ({MAX_NODES:,} nodes; an alias bomb?)")
+    if depth > 64:  # hostile nesting: stop descending
         return Node(None, line)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Node] = {}

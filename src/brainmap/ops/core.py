@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -16,7 +16,11 @@ from pydantic import (
 
 from brainmap.ops.brain import Brain
 
-__all__ = ["OPS", "Brain", "Op", "describe_errors", "op", "served", "to_jsonable"]
+__all__ = ["OPS", "Brain", "Caller", "Op", "describe_errors", "op", "served", "to_jsonable"]
+
+#: Which interface runs an op. The network ones (``http``, ``mcp``) may reach only what the
+#: brain serves; ``cli`` (also hooks and direct calls) runs as the user, with their files.
+Caller = Literal["cli", "http", "mcp"]
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,17 @@ class Op:
     tool_name: str | None = None
     in_query: bool = False  # a POST takes its input as query parameters, not a JSON body
 
+    def run(self, brain: Brain, inp: BaseModel, caller: Caller) -> Any:
+        """Run the op for an interface; only ops with a ``caller`` parameter are told which
+        (those that read files the caller names, and must refuse some to the network)."""
+        if "caller" in inspect.signature(self.func).parameters:
+            return self.func(brain, inp, caller=caller)
+        return self.func(brain, inp)
+
     @property
     def tool(self) -> str:
-        return self.tool_name or self.path.strip("/").split("/")[0]
+        # MCP tool names are snake_case whatever the HTTP path's style (git-import -> git_import)
+        return self.tool_name or self.path.strip("/").split("/")[0].replace("-", "_")
 
 
 OPS: dict[str, Op] = {}

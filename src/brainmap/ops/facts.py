@@ -13,7 +13,7 @@ from pydantic import Field
 
 from brainmap import derive, websearch
 from brainmap.collectors import Observation, project_name
-from brainmap.config import GLOBAL_LIBRARY, LibraryConfig
+from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.facts import (
@@ -27,8 +27,10 @@ from brainmap.facts import (
     reply,
     split_service,
 )
-from brainmap.indexer import index_library
-from brainmap.ops.core import Brain, _Input, op
+from brainmap.indexer import FACTS_NOT_READ
+from brainmap.indexer import reindex as run_reindex
+from brainmap.ops.core import Brain, Caller, _Input, op
+from brainmap.safefile import read_regular
 
 Source = Literal["compose", "ssh", "yaml", "runtime", "narrative"]
 FILE_SOURCES = ("compose", "ssh", "yaml", "narrative")
@@ -48,7 +50,11 @@ class CollectInput(_Input):
         description="Read this file instead: docker ps --format '{{json .}}' output for "
         "runtime, or a compose / ssh config / YAML file outside the library (the source is "
         "told from the content unless one is named); collected into the global library unless "
-        "libraries are named.",
+        "libraries are named. Over HTTP and MCP only files inside a library or a folder of "
+        "[collect] allow_from in config.toml are read.",
+    )
+    embed: bool = Field(
+        True, description="Compute the missing embeddings of the notes re-read (as reindex)."
     )
 
 
@@ -64,16 +70,23 @@ class LibraryFacts:
 @dataclass
 class CollectReport:
     libraries: list[LibraryFacts]
+    notes: list[str] = field(default_factory=list)  # about the whole run
 
 
 @op("collect", CollectInput, CollectReport, writes=True, methods=("POST",))
-def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None) -> CollectReport:
+def collect(
+    brain: Brain,
+    inp: CollectInput,
+    progress: ProgressFn | None = None,
+    *,
+    caller: Caller = "cli",
+) -> CollectReport:
     """Collect observations (running containers and sockets, compose files, ssh config, YAML
     configs, what the docs say) and pair them into assertions with a confidence: confirmed when
     two kinds of source agree, partial, hypothesis, or contradicted."""
     if not brain.cfg.libraries:
         raise UserError("no libraries yet", hint="brainmap library add NAME PATH")
-    from_text = _read_from(inp.from_file) if inp.from_file else None
+    from_text = _read_from(brain.cfg, inp.from_file, caller) if inp.from_file else None
     sources: list[str] = list(inp.source or ())
     if not sources:
         sources = [_sniff(from_text)] if from_text is not None else list(FILE_SOURCES)
@@ -88,11 +101,22 @@ def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None)
             raise UserError("--from needs a library to collect into", hint="name the library")
         names = [GLOBAL_LIBRARY]
     report = CollectReport([])
+    include_roots = _served_roots(brain.cfg) if caller != "cli" else None
     names = [lib.name for lib in brain.cfg.select(names)]
-    with derive.changing(brain.cfg, brain.store, names):  # pairs what was collected
+    # the step pairs what was collected
+    with derive.changing(brain.cfg, brain.store, names, embed=inp.embed):
+        if inp.from_file is None and set(sources) & set(FILE_SOURCES):
+            # the file sources are the libraries' files: re-read what changed as reindex does,
+            # vectors included (else doctor finds the re-read notes without any)
+            indexed = run_reindex(brain.cfg, brain.store, names, embed=inp.embed, progress=progress)
+            report.notes += indexed.problems  # a library whose folder is gone, and the fix
+            if indexed.embedding is not None and indexed.embedding.error:
+                report.notes.append(f"vectors not made: {indexed.embedding.error} "
+                                    "(`brainmap reindex` makes them)")  # fmt: skip
         for name in names:
             report.libraries.append(_collect_library(brain, brain.cfg.library(name), sources,
-                                                     inp.from_file, from_text, progress))  # fmt: skip
+                                                     inp.from_file, from_text, progress,
+                                                     include_roots))  # fmt: skip
     for out in report.libraries:  # counted once the step has paired them
         library_id = brain.store.library_ids([out.library])[out.library]
         out.observations = brain.store.observation_counts(library_id)
@@ -100,16 +124,49 @@ def collect(brain: Brain, inp: CollectInput, progress: ProgressFn | None = None)
     return report
 
 
-def _read_from(name: str) -> str:
-    path = Path(name).expanduser()
+def _read_from(cfg: Config, name: str, caller: Caller) -> str:
+    path = _served_path(cfg, name) if caller != "cli" else Path(name).expanduser()
     try:
         if not path.is_file():
             raise UserError(f"no file {path}", status=404)
-        if path.stat().st_size > MAX_FROM_BYTES:
+        data = read_regular(path, MAX_FROM_BYTES + 1)  # a FIFO put there meanwhile never blocks
+        if len(data) > MAX_FROM_BYTES:
             raise UserError(f"{path} is larger than {MAX_FROM_BYTES // 1_000_000} MB")
-        return path.read_text(encoding="utf-8", errors="replace")
+        text = data.decode("utf-8", errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # lines as text mode reads them
     except (OSError, ValueError) as exc:  # ValueError: a name no file system can hold
         raise UserError(f"cannot read {path}: {exc}", status=404) from exc
+
+
+def _served_path(cfg: Config, name: str) -> Path:
+    """The file a network caller names, resolved, when it lies inside a library or an
+    ``[collect] allow_from`` folder: the server's user can read far more than the brain
+    serves (/etc/passwd, /proc/self/environ), and collected facts are served back by ask."""
+    try:
+        real = Path(name).expanduser().resolve()  # every symlink followed: none leads out
+        if any(real.is_relative_to(root) for root in _served_roots(cfg)):
+            return real
+    except (OSError, RuntimeError, ValueError):  # a loop, an unknown ~user, a NUL in the name
+        pass
+    # one answer for every path outside, existing or not: the refusal tells nothing of the disk
+    raise UserError(
+        "from_file is read over HTTP and MCP only inside a library or an allow_from folder",
+        hint="add the folder to [collect] allow_from in config.toml, or run "
+        "`brainmap collect --from FILE` on that machine",
+        status=403,
+    )
+
+
+def _served_roots(cfg: Config) -> list[Path]:
+    """The folders a network caller may have ``collect`` read: the libraries and ``[collect]
+    allow_from``; an ssh config read from them may Include files from them only."""
+    out = []
+    for root in [str(lib.path) for lib in cfg.libraries] + cfg.collect.allow_from:
+        try:
+            out.append(Path(root).expanduser().resolve())
+        except (OSError, RuntimeError):  # an unknown ~user or a symlink loop allows nothing
+            continue
+    return out
 
 
 def _sniff(text: str) -> str:
@@ -132,6 +189,7 @@ def _collect_library(
     from_file: str | None,
     from_text: str | None,
     progress: ProgressFn | None,
+    include_roots: list[Path] | None,
 ) -> LibraryFacts:
     # imported here: the collectors (sockets, subprocesses, YAML) are not needed to serve reads
     from brainmap.collectors import runtime as runtime_mod
@@ -140,9 +198,9 @@ def _collect_library(
     store = brain.store
     out = LibraryFacts(lib.name, [], {}, {})
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if from_file is None and set(sources) & set(FILE_SOURCES):
-        index_library(brain.cfg, store, lib, progress=progress)  # re-reads changed files
+    if from_file is None and set(sources) & set(FILE_SOURCES):  # re-read by collect()
         out.ran += [s for s in sources if s in FILE_SOURCES]
+        out.notes += _unread_facts(brain, lib.name)
     library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
     if from_file is not None and from_text is not None:
         path = Path(from_file).expanduser().absolute()
@@ -153,8 +211,13 @@ def _collect_library(
             said = runtime_mod.docker_ps(from_text)
         else:
             # an outside file's project is its folder's name (as docker compose names it)
-            said = config_observations(source, path, path.name, from_text,
-                                       project_name(path.parent.name))  # fmt: skip
+            try:
+                said = config_observations(source, path, path.name, from_text,
+                                           project_name(path.parent.name),
+                                           include_roots=include_roots)  # fmt: skip
+            except Exception as exc:  # hostile (an alias bomb) or not this source: no facts
+                said = []
+                out.notes.append(f"{path}: {FACTS_NOT_READ}: {exc}")
         store.put_unit_observations(library_id, unit, records(said, str(path), now, None))
         out.ran.append(f"{source} from {path}")
     elif "runtime" in sources:
@@ -174,6 +237,15 @@ def _collect_library(
                                     records(said, f"sockets on {host}", now, None))  # fmt: skip
         out.ran.append("sockets")
     return out
+
+
+def _unread_facts(brain: Brain, library: str) -> list[str]:
+    """The library's files whose facts could not be read (doctor lists them too): without
+    this, an alias bomb ahead of ``services:`` would look like a project with no services."""
+    store = brain.store
+    said = [(path, why) for name, path, why in store.skipped() if name == library]
+    said += [(path, w) for name, path, ws in store.entry_warnings() if name == library for w in ws]
+    return [f"{path}: {why}" for path, why in said if why.startswith(FACTS_NOT_READ)]
 
 
 # --- ask ----------------------------------------------------------------------------------

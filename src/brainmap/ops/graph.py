@@ -21,8 +21,9 @@ from brainmap.ops.core import Brain, _Input, op
 
 class NeighborsInput(_Input):
     node: str = Field(
-        description="An entry id or 'library:path', a name ('Postgres'), or a node key: "
-        "entity:NAME, file:LIBRARY/PATH, commit:SHA, person:EMAIL, tag:TAG."
+        description="An entry id or 'library:path', a name as the map shows it ('Postgres', "
+        "'nas'), or a node key: entity:NAME, file:LIBRARY/PATH, commit:SHA, person:EMAIL, "
+        "tag:TAG, host:NAME, service:PROJECT/NAME."
     )
     depth: int = Field(1, ge=1, le=MAX_DEPTH, description="How many edges out to walk.")
     predicate: list[str] | None = Field(
@@ -35,7 +36,8 @@ class NeighborsInput(_Input):
 def neighbors(brain: Brain, inp: NeighborsInput) -> Neighborhood:
     """Walk the knowledge graph from a node: the entries that link to an entity or depend on
     it, what an entry links to, a file's commits and their authors, the code that references
-    an entry. Aliases are merged. Each edge carries its source (library, path, line)."""
+    an entry, the facts collectors observed (root 'facts'; `ask` gives their confidence).
+    Aliases are merged. Each edge carries its source (library, path, line)."""
     return GraphReader(brain.store).neighbors(
         inp.node, depth=inp.depth, predicates=inp.predicate, limit=inp.limit,
         libraries=[lib.name for lib in brain.cfg.libraries],
@@ -77,7 +79,22 @@ def refs(brain: Brain, inp: RefsInput) -> Refs:
     """The knowledge entries a code file points to with 'Brain: <slug>' comments: read them
     before editing the file."""
     library, rel = _library_path(brain, inp.file)
-    return Refs(library, rel, GraphReader(brain.store).refs(library, rel))
+    crumbs = GraphReader(brain.store).refs(library, rel)
+    if not crumbs and not _is_library_file(brain.cfg.library(library).path, rel):
+        # "no breadcrumbs" would pass a mistyped path for a file that names nothing
+        raise UserError(f"no such file in library {library!r}: {rel}",
+                        hint="paths are relative to the library's folder", status=404)  # fmt: skip
+    return Refs(library, rel, crumbs)
+
+
+def _is_library_file(root: Path, rel: str) -> bool:
+    """True when ``rel`` is a file inside the folder ``root`` (never a probe outside it)."""
+    try:
+        top = root.resolve()
+        target = (top / rel).resolve()
+    except (OSError, ValueError):  # a loop of symlinks, a NUL byte
+        return False
+    return target.is_relative_to(top) and target.is_file()
 
 
 def _library_path(brain: Brain, ref: str) -> tuple[str, str]:

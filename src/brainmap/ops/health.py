@@ -297,9 +297,11 @@ class EvalInput(_Input):
 @op("eval", EvalInput, evaluate.EvalReport)
 def eval_(brain: Brain, inp: EvalInput) -> evaluate.EvalReport:
     """Measure retrieval quality on a golden file; list regressions against an older report."""
+    # the earlier report first: a wrong name fails at once, not after the whole run
+    old = evaluate.read_report(Path(inp.compare)) if inp.compare else None
     report = evaluate.run(brain.searcher, Path(inp.golden), inp.modes)
-    if inp.compare:
-        report.regressions = evaluate.compare(report, Path(inp.compare), inp.tolerance)
+    if old is not None:
+        report.regressions = evaluate.compare(report, old, inp.tolerance)
     return report
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AliasChoices,
     Field,
     field_validator,
 )
@@ -26,7 +27,11 @@ _Age = Annotated[str, Field(pattern=r"^[0-9]{1,9} ?[dwmyDWMY]$")]
 
 
 class SearchInput(_Input):
-    query: str = Field(description="Any text: keywords or a natural-language question.")
+    query: str = Field(
+        # `q` too: the GUI's search page and most search URLs name it so
+        validation_alias=AliasChoices("query", "q"),
+        description="Any text: keywords or a natural-language question.",
+    )
     library: list[str] | None = Field(None, description="Only these libraries.")
     type: list[str] | None = Field(None, description="Only these entry types (gotcha, note, ...).")
     tag: list[str] | None = Field(None, description="Only entries with all of these tags.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -12,8 +14,10 @@ from pydantic import (
 
 from brainmap import derive
 from brainmap.config import (
+    MARKDOWN_SUFFIXES,
     LibraryConfig,
     check_library_name,
+    glob_regex,
 )
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
@@ -42,7 +46,10 @@ class LibraryAddInput(_Input):
     name: str = Field(description="Short name: letters, digits, '.', '_', '-'.")
     path: str = Field(description="Folder of markdown files.")
     scope: Literal["project", "global"] = "project"
-    include: list[str] | None = Field(None, description="Globs of files to index.")
+    include: list[str] | None = Field(
+        None,
+        description="Globs of files to index; files the code globs match stay code files.",
+    )
     exclude: list[str] | None = Field(None, description="Globs of files to leave out.")
     code: list[str] | None = Field(
         None, description="Globs of code files read for 'Brain: slug' comments ([] for none)."
@@ -59,19 +66,33 @@ class LibraryNameInput(_Input):
 
 def _library_infos(brain: Brain, libs: list[LibraryConfig]) -> list[LibraryInfo]:
     counts = brain.store.library_counts()
-    indexed_at = {row.name: row.indexed_at for row in brain.store.libraries()}
+    scanned = {row.name: row.indexed_at for row in brain.store.libraries()}
     out = []
     for lib in libs:
-        entries, chunks = counts.get(lib.name, (0, 0))
+        entries, chunks, last_ns = counts.get(lib.name, (0, 0, None))
         info = LibraryInfo(lib.name, str(lib.path), lib.scope, lib.include, lib.exclude, lib.code)
         info.entries, info.chunks = entries, chunks
-        info.indexed_at, info.exists = indexed_at.get(lib.name), lib.path.is_dir()
+        # a save indexes its file without a scan: "never indexed" beside its entries would
+        # be wrong, so the later of the last scan and the last entry indexed
+        last = None if last_ns is None else _utc(last_ns / 1e9)
+        info.indexed_at = max(filter(None, (scanned.get(lib.name), last)), default=None)
+        info.exists = lib.path.is_dir()
         out.append(info)
     return out
 
 
-@op("library_add", LibraryAddInput, LibraryInfo, writes=True)
-def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
+def _utc(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class LibraryAdded(LibraryInfo):
+    notes: list[str] = field(default_factory=list)  # what the globs do that may surprise
+    warnings: list[str] = field(default_factory=list)  # files another library indexes too
+
+
+@op("library_add", LibraryAddInput, LibraryAdded, writes=True)
+def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryAdded:
     """Register a folder of markdown as a library (its files are never modified)."""
     check_library_name(inp.name)
     if any(lib.name == inp.name for lib in brain.cfg.libraries):
@@ -90,12 +111,69 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryInfo:
         lib.code = list(inp.code)
     lib.paths  # noqa: B018 - an invalid glob is refused now, not at the next reindex
     lib.code_paths  # noqa: B018
+    overlaps = _overlaps(brain.cfg.libraries, lib)
     brain.cfg.libraries.append(lib)
     brain.save_config()
     brain.store.ensure_library(lib.name, str(path), lib.scope)
     # no after-change step: nothing derives from a library before its first reindex (the
     # MCP instructions list it as not indexed yet by themselves)
-    return _library_infos(brain, [lib])[0]
+    return LibraryAdded(**vars(_library_infos(brain, [lib])[0]), notes=_code_includes(lib),
+                        warnings=overlaps)  # fmt: skip
+
+
+def _overlaps(libraries: list[LibraryConfig], new: LibraryConfig) -> list[str]:
+    """Refuse a folder added again with the same files (a mistake: every hit twice); a
+    warning for each library sharing files with ``new`` otherwise (the same folder with other globs,
+    a folder inside another: legitimate, but its files are indexed twice)."""
+    try:
+        here = new.path.resolve()
+    except OSError:
+        return []
+    notes = []
+    for lib in libraries:
+        try:
+            there = lib.path.resolve()
+        except OSError:
+            continue
+        if there == here:
+            if (lib.include, lib.exclude) == (new.include, new.exclude):
+                raise UserError(
+                    f"{new.path} is already library {lib.name!r}",
+                    hint=f"search it as {lib.name!r}; to index other files of the folder, add "
+                    "it again with other --include/--exclude globs",
+                    status=409,
+                )
+            notes.append(f"this folder is also library {lib.name!r}: files both select are "
+                         "indexed twice")  # fmt: skip
+        elif here.is_relative_to(there):
+            notes.append(f"this folder is inside library {lib.name!r} ({lib.path}): files both "
+                         "select are indexed twice")  # fmt: skip
+        elif there.is_relative_to(here):
+            notes.append(f"library {lib.name!r} ({lib.path}) is inside this folder: files both "
+                         "select are indexed twice")  # fmt: skip
+    return notes
+
+
+def _code_includes(lib: LibraryConfig) -> list[str]:
+    """A note for each include glob that matches files the code globs take: `include` alone
+    suggests they become entries, but a code file stays code (see ``indexer.scan``)."""
+    code = lib.code_paths
+    notes = []
+    for glob in lib.include:
+        # a name the glob matches: every wildcard stands for "x" ('**/*.py' -> 'x.py')
+        probe = re.sub(r"\[[^\]]*\]|[*?]", "x", re.sub(r"\*\*/", "", glob))
+        if (
+            code is not None
+            and glob_regex(glob).fullmatch(probe)
+            and not probe.lower().endswith(MARKDOWN_SUFFIXES)
+            and code.wants(probe)
+        ):
+            notes.append(
+                f"--include {glob!r} matches code files such as {probe}: they stay code files, "
+                "read for `Brain:` comments (and config facts), not indexed as entries; to "
+                "index them as text, give --code globs that leave them out"
+            )
+    return notes
 
 
 @dataclass

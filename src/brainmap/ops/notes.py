@@ -4,9 +4,11 @@ process never imports the writer, the indexer and the collectors)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from brainmap.notes import INGEST_HINT, SaveResult, ingest_title
 from brainmap.ops.core import Brain, _Input, op
@@ -39,6 +41,18 @@ class SaveInput(_Input):
         "fields are then ignored).",
     )
 
+    @field_validator("title", mode="before")
+    @classmethod
+    def _visible_title(cls, value: Any) -> Any:
+        # "" and "   " are one mistake: one message (the length and pattern checks word them
+        # apart), the words of the UserError that notes.save raises for a title it cleans away
+        if isinstance(value, str) and not _VISIBLE.search(value):
+            raise PydanticCustomError("title_blank", "a title is needed (some visible text)")
+        return value
+
+
+_VISIBLE = re.compile(r"[^\s\x00-\x1f\x7f\x85]")
+
 
 @op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
 def save(brain: Brain, inp: SaveInput) -> SaveResult:
@@ -51,6 +65,11 @@ def save(brain: Brain, inp: SaveInput) -> SaveResult:
         title=inp.title, body=inp.body, type=inp.type, tags=inp.tags, library=inp.library,
         project=inp.project, folder=inp.folder, force=inp.force, merge_into=inp.merge_into,
     )  # fmt: skip
+    if result.status == "duplicate":
+        result.message += (
+            ". Pass merge_into=<candidate id> to add this as a dated section of one of them, "
+            "or force=true to save anyway."
+        )
     return _derived(brain, result)
 
 
@@ -90,4 +109,6 @@ def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
         tags=inp.tags, library=inp.library, folder="inbox", force=inp.force, extra=extra,
         same_title_is_duplicate=False,  # the title is only the text's first line
     )  # fmt: skip
+    if result.status == "duplicate":  # ingest has no merge_into: save does
+        result.message += ". Pass force=true to keep it anyway."
     return _derived(brain, result)

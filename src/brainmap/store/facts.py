@@ -140,7 +140,7 @@ class FactStore:
             params = list(library_ids)
         rows = self._rows(sql + " ORDER BY l.name, g.subject, g.predicate, g.object, g.id", params)
         return [
-            FactRow(*r[:8], props=json.loads(r[8]), confidence=str(r[9]))  # type: ignore[misc]
+            FactRow(*r[:8], props=json.loads(r[8]), root="facts", confidence=str(r[9]))  # type: ignore[misc]
             for r in rows
         ]
 

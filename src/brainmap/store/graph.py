@@ -286,8 +286,9 @@ class GraphStore(FactStore):
     def edges_touching(
         self, keys: Sequence[str], predicates: Sequence[str] | None = None, limit: int = 10_000
     ) -> tuple[list[tuple[str, EdgeRow]], bool]:
-        """Edges with any of ``keys`` as subject or object, as (matched key, edge) pairs, and
-        whether some were left out (at most ``limit`` of each direction per 200 keys)."""
+        """Edges of either root with any of ``keys`` as subject or object, as (matched key,
+        edge) pairs, and whether some were left out (at most ``limit`` of each direction per
+        200 keys)."""
         out: list[tuple[str, EdgeRow]] = []
         cut = False
         pred_sql, pred_params = "", list[Any]()
@@ -298,7 +299,7 @@ class GraphStore(FactStore):
             for column in ("subject", "object"):
                 rows = self._rows(
                     EDGE_SELECT + f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} "
-                    f"AND g.root = '{INFO_ROOT}' ORDER BY g.id LIMIT ?",
+                    "ORDER BY g.id LIMIT ?",
                     [*part, *pred_params, limit],
                 )
                 cut = cut or len(rows) >= limit
@@ -342,6 +343,15 @@ class GraphStore(FactStore):
             )
             out.update((r[0], (r[1], r[2], json.loads(r[3]))) for r in rows)
         return out
+
+    def keys_labelled(self, label: str) -> list[str]:
+        """The keys of the nodes whose label is ``label`` (any case), structural kinds apart."""
+        rows = self._rows(
+            "SELECT key FROM node WHERE label = ? COLLATE NOCASE "
+            "AND kind NOT IN ('entry', 'file', 'commit', 'slug')",
+            (label,),
+        )
+        return [str(r[0]) for r in rows]
 
     def entries_with_slug(self, slug: str) -> list[tuple[str, str, str]]:
         """(entry id, library, path) of the entries whose file is called ``slug``."""

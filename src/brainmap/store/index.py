@@ -602,14 +602,15 @@ class Store(GraphStore, MapStore):
             **self.graph_counts(),
         }
 
-    def library_counts(self) -> dict[str, tuple[int, int]]:
-        """Entries and chunks per library name."""
+    def library_counts(self) -> dict[str, tuple[int, int, int | None]]:
+        """Entries, chunks and when an entry was last indexed (ns, None when none) per
+        library name."""
         rows = self._rows(
-            "SELECT l.name, count(DISTINCT e.id), count(c.id) FROM library l "
+            "SELECT l.name, count(DISTINCT e.id), count(c.id), max(e.indexed_ns) FROM library l "
             "LEFT JOIN entry e ON e.library_id = l.id LEFT JOIN chunk c ON c.entry_id = e.id "
             "GROUP BY l.id"
         )
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        return {r[0]: (int(r[1]), int(r[2]), None if r[3] is None else int(r[3])) for r in rows}
 
     def schema_version(self) -> int:
         with self._lock:

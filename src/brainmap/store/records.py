@@ -118,11 +118,12 @@ class EdgeRow:
     observed_at: str | None
     source_rev: str | None
     props: dict[str, Any]
+    root: str  # info (what notes and code say) or facts (what collectors observed)
 
 
 EDGE_SELECT = """
 SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
-       g.source_rev, g.props
+       g.source_rev, g.props, g.root
 FROM edge g JOIN library l ON l.id = g.library_id
 """
 
