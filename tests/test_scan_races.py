@@ -165,6 +165,22 @@ def test_file_replaced_just_before_it_is_read_is_not_followed(
     brain.close()
 
 
+def _swap_once_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rel: str, folder: Path, outside: Path
+) -> None:
+    """Make the scan swap ``folder`` for a symlink to ``outside`` right after it finds ``rel``."""
+    real_scan = indexer.scan
+
+    def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[object]:
+        for found in real_scan(root, paths, code):
+            if found.rel == rel:
+                os.rename(folder, tmp_path / "moved")
+                os.symlink(outside, folder)
+            yield found
+
+    monkeypatch.setattr(indexer, "scan", scan)
+
+
 def test_a_project_is_not_named_from_a_folder_swapped_in_meanwhile(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,16 +192,7 @@ def test_a_project_is_not_named_from_a_folder_swapped_in_meanwhile(
     write(lib / "shop" / "compose.yaml", "services:\n  web:\n    image: nginx\n")
     write(outside / "compose.yaml", f"name: {MARK.decode()}\nservices:\n  web:\n    image: x\n")
     write(outside / "README.md", readme)
-    real_scan = indexer.scan
-
-    def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[object]:
-        for found in real_scan(root, paths, code):
-            if found.rel == "shop/README.md":
-                os.rename(lib / "shop", tmp_path / "moved")
-                os.symlink(outside, lib / "shop")
-            yield found
-
-    monkeypatch.setattr(indexer, "scan", scan)
+    _swap_once_found(monkeypatch, tmp_path, "shop/README.md", lib / "shop", outside)
     _reindex(brain)
     monkeypatch.undo()
     assert not _leaked(home)
@@ -203,16 +210,7 @@ def test_the_env_beside_a_compose_file_is_read_from_its_own_folder(
     write(lib / "app" / "compose.yaml", compose)
     write(outside / ".env", f"PROJ={MARK.decode()}\n")
     write(outside / "compose.yaml", compose)
-    real_scan = indexer.scan
-
-    def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[object]:
-        for found in real_scan(root, paths, code):
-            if found.rel == "app/compose.yaml":
-                os.rename(lib / "app", tmp_path / "moved")
-                os.symlink(outside, lib / "app")
-            yield found
-
-    monkeypatch.setattr(indexer, "scan", scan)
+    _swap_once_found(monkeypatch, tmp_path, "app/compose.yaml", lib / "app", outside)
     _reindex(brain)
     monkeypatch.undo()
     assert not _leaked(home)

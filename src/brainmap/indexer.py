@@ -608,11 +608,10 @@ class _Readers:
             if reads is None:  # the worker died (out of memory?): read here from now on
                 self.worker.close()
                 self.worker, self.parallel = None, False
-                reads = [self._read_here(found, old) for found, old in items]
-                for rest in self.sent:
-                    items += rest
-                    reads += [self._read_here(found, old) for found, old in rest]
+                items += [item for rest in self.sent for item in rest] + self.batch
                 self.sent.clear()
+                self.batch = []
+                reads = [self._read_here(found, old) for found, old in items]
             yield from zip(reads, [old for _, old in items], strict=True)
 
     def close(self) -> None:
