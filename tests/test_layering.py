@@ -11,19 +11,28 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "brainmap"
 # Each module may import only modules of a lower (or its own) layer.
 LAYERS = {
     "errors": 0, "analysis": 0, "safefile": 0, "termsafe": 0,
-    "config": 1, "markdown": 1, "embed": 1, "websearch": 1, "rerank": 1,
+    "config": 1, "markdown": 1, "embed": 1, "websearch": 1, "rerank": 1, "reasoner": 1,
+    "expansion": 2,  # the reasoner's query rewrites, for search and the bake-off
     "collectors": 2,  # reads markdown's parse; pairing their observations is facts
+    "written": 2,  # ask's written answer: the reasoner's claims, each citing its evidence
     "store": 2, "project": 2,
+    "lint": 2,  # the evergreen validator: instruction files in, findings out (no store)
     "embedding": 3, "indexer": 3, "readworker": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "libmap": 3,
+    "sync": 3,  # git sync of a library: commit, merge (union for the diary), push
+    "usage": 3,  # usage telemetry: the buffer and usage.db, what stats shows of it
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
     "diary": 4, "hooks": 4,  # the diary writes notes; hooks read the diary
     "derive": 4,  # the one after-change step: pairing, map, rollups (diary)
+    "bakeoff": 4,  # compares reasoner models on a labelled set
+    "prune": 4,  # unused entries from usage; archiving reindexes (derive)
     "ops": 5,
     "mcp_server": 6, "claude": 6,  # the agents' protocols over ops
     "server": 7,  # serves the MCP tools of mcp_server at /mcp
     "gui": 7,  # the web GUI that server mounts at /
     "cli": 8, "cli_graph": 8, "cli_health": 8, "cli_facts": 8, "cli_map": 8, "cli_hooks": 8,
+    "cli_reasoner": 8, "cli_lint": 8, "cli_complete": 8, "cli_sync": 8,
+    "cli_usage": 8,
     "__main__": 9,
 }  # fmt: skip
 

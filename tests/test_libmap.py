@@ -381,7 +381,11 @@ def test_a_v3_index_gets_the_map_at_the_next_reindex(home: Path, tmp_path: Path)
 
     a = _library(tmp_path / "a", ALPHA)
     _brain(home, {"a": a}).close()
-    conn = connect(home / "brain.db")  # back to v3: no map_block table (and no v5, v6)
+    conn = connect(home / "brain.db")  # back to v3: no map_block table (and no v5, v6, v7)
+    conn.execute("DROP TABLE supersession")
+    conn.execute("DROP INDEX entry_inactive")
+    for column in ("status", "file_status"):
+        conn.execute(f"ALTER TABLE entry DROP COLUMN {column}")
     for event in ("INSERT", "DELETE"):
         trigger = f"chunk_vec_a{event[0].lower()}"
         conn.execute(f"DROP TRIGGER {trigger}")

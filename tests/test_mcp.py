@@ -25,7 +25,8 @@ from test_server import _snapshot
 
 TOOLS = {"search", "get", "stats", "doctor", "reindex", "save", "ingest", "libraries",
          "neighbors", "backlinks", "refs", "git_import", "audit", "verify", "collect",
-         "ask", "map", "get_map", "map_recompute"}  # fmt: skip
+         "ask", "map", "get_map", "map_recompute",
+         "feedback", "supersede"}  # fmt: skip
 Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
 
@@ -96,6 +97,13 @@ async def _exercise_every_tool(connect: Connect) -> None:
         assert {lib["library"] for lib in report["libraries"]} == {"brain", "example"}
         found = (await _call(session, "search", {"query": "mango lassi"}))["hits"]
         assert found[0]["id"] == saved["id"]
+        replaced = await _call(session, "supersede", {"old": ingested["id"], "new": saved["id"]})
+        assert replaced["status"] == "superseded" and replaced["old"] == ingested["id"]
+        nightly = await _call(session, "search", {"query": "nightly build minutes", "mode": "bm25"})
+        assert ingested["id"] not in [h["id"] for h in nightly["hits"]]
+        nightly = await _call(session, "search", {"query": "nightly build minutes", "mode": "bm25",
+                                                  "include_inactive": True})  # fmt: skip
+        assert ingested["id"] in [h["id"] for h in nightly["hits"]]
         bad = await session.call_tool("search", {"query": 3})
         assert bad.is_error and "invalid arguments" in bad.content[0].text  # type: ignore[union-attr]
         missing = await session.call_tool("get", {"ref": "no-such-entry"})
@@ -166,7 +174,7 @@ def test_read_only_offers_no_write_tools(brain: ops.Brain, home: Path) -> None:
         async with _stdio(home, "--read-only")() as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert names == TOOLS - {"save", "ingest", "reindex", "git_import", "verify", "collect",
-                                     "map_recompute"}  # fmt: skip
+                                     "map_recompute", "supersede"}  # fmt: skip
             refused = await session.call_tool("save", {"title": "x"})
             assert refused.is_error and "read-only" in refused.content[0].text  # type: ignore[union-attr]
 

@@ -337,6 +337,7 @@ def test_openapi_snapshot(brain: ops.Brain) -> None:
         "/search", "/get/{ref}", "/stats", "/doctor", "/reindex", "/save", "/ingest", "/libraries",
         "/neighbors", "/backlinks/{ref}", "/refs/{file}", "/git-import", "/audit", "/verify",
         "/collect", "/ask", "/map", "/map/{library}", "/map/recompute",
+        "/feedback", "/supersede",
     }  # fmt: skip
     _snapshot("openapi.json", document)
 

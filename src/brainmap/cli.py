@@ -429,11 +429,20 @@ def watch(libraries: tuple[str, ...]) -> None:
     help="Only this project's entries (`project:` in their frontmatter, or its library); "
     "'.' is the project of the current directory.",
 )  # fmt: skip
+@click.option(
+    "--expand/--no-expand", default=None,
+    help="Also search the reasoner's rewrites of the query, fused with it (one model call); "
+    "default: [reasoner] expand in config.toml.",
+)  # fmt: skip
+@click.option(
+    "--include-inactive", "--all", "include_inactive", is_flag=True,
+    help="Also superseded, retired and archived entries (marked so).",
+)  # fmt: skip
 @json_option
 def search(
     query: str | None, library: tuple[str, ...], type_: tuple[str, ...], tag: tuple[str, ...],
     since: str | None, limit: int, mode: str, batch: Path | None, hop: int, no_route: bool,
-    project: str | None, json_out: bool,
+    project: str | None, expand: bool | None, include_inactive: bool, json_out: bool,
 ) -> None:  # fmt: skip
     """Search every library (or some) with hybrid BM25 + semantic ranking.
 
@@ -447,15 +456,18 @@ def search(
       brainmap search docker -l docs --type gotcha --json
       brainmap search "connection pool" --hop 3
       brainmap search "pool size" --project .      # this repository's notes only
+      brainmap search "why is the build slow" --expand   # + the reasoner's rewrites
       echo '{"query": "ssh keys", "limit": 3}' | brainmap search --batch -
     """
     if batch is not None:
         # the flags given are every line's defaults; a line's own fields win
         defaults: dict[str, Any] = {"limit": limit, "mode": mode, "hop": hop, "route": not no_route}
+        if include_inactive:
+            defaults["include_inactive"] = True
         for key, value in (("library", library), ("type", type_), ("tag", tag)):
             if value:
                 defaults[key] = list(value)
-        for key, given in (("since", since), ("project", project)):
+        for key, given in (("since", since), ("project", project), ("expand", expand)):
             if given is not None:
                 defaults[key] = given
         return _search_batch(batch, defaults)
@@ -475,7 +487,8 @@ def search(
     result = find(
         _brain(), query, library=list(library) or None, type=list(type_) or None,
         tag=list(tag) or None, since=since, limit=limit, mode=mode,  # type: ignore[arg-type]
-        route=not no_route, hop=hop, project=project,
+        route=not no_route, hop=hop, project=project, expand=expand,
+        include_inactive=include_inactive,
     )  # fmt: skip
     if json_out:
         from dataclasses import asdict
@@ -488,6 +501,16 @@ def _print_hits(result: Any) -> None:
     # click.style rather than Rich: this is the hot path of a cold `brainmap search`
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    spent = getattr(result, "reasoner", None)
+    for skipped in spent.skipped if spent is not None else ():
+        click.echo(f"expansion skipped, plain search: {skipped}", err=True)
+    if getattr(result, "expansions", None):
+        click.echo(
+            click.style(f"expanded by {spent.model if spent else 'the reasoner'}: "
+                        f"{len(result.expansions)} rewrites, {spent.tokens if spent else 0} "
+                        "tokens", dim=True),
+            err=True,
+        )  # fmt: skip
     if result.routed is not None:
         click.echo(
             click.style(f"searched {', '.join(result.routed)} (routed by the library map; "
@@ -511,6 +534,7 @@ def _print_hits(result: Any) -> None:
             + click.style(f"{one_line(hit.path)}:{hit.line_start}-{hit.line_end}", fg="cyan")
             + click.style(f"  {hit.score:.4f}", dim=True)
             + ("" if hit.match == "strong" else click.style(f"  {hit.match} match", dim=True))
+            + ("" if hit.status == "active" else click.style(f"  [{hit.status}]", fg="red"))
         )
         snippet = hit.snippet
         if pattern is not None:
@@ -597,6 +621,12 @@ def get(ref: str, json_out: bool) -> None:
     )
     tags = ", ".join(entry.tags) or "-"
     click.echo(f"id {entry.id} · type {entry.type} · tags {tags} · updated {entry.updated}")
+    if entry.status != "active":
+        click.echo(click.style(f"status: {entry.status}", fg="red"))
+    for label, linked in (("superseded by", entry.superseded_by), ("supersedes", entry.supersedes)):
+        for other in linked:
+            click.echo(f"{label}: {one_line(other['title'])} ({other['library']}:"
+                       f"{one_line(other['path'])}, id {other['id']})")  # fmt: skip
     for warning in entry.warnings:
         click.echo(click.style(f"warning: {warning}", fg="yellow"))
     for chunk in entry.chunks:
@@ -637,6 +667,8 @@ def _print_saved(result: Any, json_out: bool, next_step: str, usage: str = "") -
         if result.status == "duplicate":
             sys.exit(3)
         return
+    for skipped in result.reasoner.skipped if result.reasoner else []:
+        click.echo(f"reasoner skipped: {skipped}", err=True)
     if result.status == "duplicate":
         click.echo(f"not saved: {DUPLICATE}", err=True)
         for c in result.candidates:
@@ -666,12 +698,14 @@ def _print_saved(result: Any, json_out: bool, next_step: str, usage: str = "") -
     "--type",
     "-t",
     "type_",
-    default="note",
-    show_default=True,
-    help="gotcha, pattern, bug, decision, guide, diary, note, ...",
+    help="gotcha, pattern, bug, decision, guide, diary, note, ... (default: note, or the "
+    "reasoner's choice when it suggests the tags).",
 )
 @click.option(
-    "--tag", multiple=True, help="Tag (repeatable); suggested from similar entries when none."
+    "--tag",
+    multiple=True,
+    help="Tag (repeatable); when none, suggested by the reasoner from the library's tags, "
+    "else from similar entries.",
 )
 @click.option(
     "--library", "-l", help="Target library (default: [save] library in config, 'brain')."
@@ -684,11 +718,15 @@ def _print_saved(result: Any, json_out: bool, next_step: str, usage: str = "") -
 @click.option("--folder", help="Sub-folder inside the library.")
 @click.option("--force", is_flag=True, help="Save even when a near-duplicate exists.")
 @click.option("--merge-into", help="Append as a dated section of this entry id instead.")
+@click.option(
+    "--supersedes", metavar="OLD",
+    help="The entry (id or LIB:PATH) this one replaces: it leaves default search.",
+)  # fmt: skip
 @json_option
 def save(
-    title: str, body: str | None, file: Path | None, type_: str, tag: tuple[str, ...],
+    title: str, body: str | None, file: Path | None, type_: str | None, tag: tuple[str, ...],
     library: str | None, project: str | None, folder: str | None, force: bool,
-    merge_into: str | None, json_out: bool,
+    merge_into: str | None, supersedes: str | None, json_out: bool,
 ) -> None:  # fmt: skip
     """Save a knowledge entry titled TITLE as a markdown file, indexed at once.
 
@@ -710,17 +748,45 @@ def save(
     inp = _validate(
         ops.SaveInput, title=title, body=_read_body(body, file), type=type_, tags=list(tag) or None,
         library=library, project=project or None, folder=folder, force=force,
-        merge_into=merge_into,
+        merge_into=merge_into, supersedes=supersedes,
     )  # fmt: skip
     _print_saved(ops.save(_brain(), inp), json_out,
                  "--merge-into ID appends to one of them; --force saves anyway")  # fmt: skip
 
 
 @cli.command()
+@click.argument("old")
+@click.argument("new")
+@json_option
+def supersede(old: str, new: str, json_out: bool) -> None:
+    """Mark entry OLD as replaced by entry NEW (ids, LIB:PATH or paths).
+
+    NEW's frontmatter gets `supersedes: [OLD]`, OLD's `superseded_by: NEW` (both files, or
+    neither). OLD then leaves default search, hooks and facts evidence; `search --all`
+    still finds it, and `get` shows what replaced it.
+
+    \b
+    Example:
+      brainmap supersede docs:gotchas/pool-old.md docs:gotchas/pool.md
+    """
+    from dataclasses import asdict
+
+    from brainmap import ops
+
+    inp = _validate(ops.SupersedeInput, old=old, new=new)
+    result = ops.supersede(_brain(), inp)
+    if json_out:
+        return click.echo(json.dumps(asdict(result), ensure_ascii=False, indent=2))
+    click.echo(f"{result.status}: {one_line(result.message)}")
+
+
+@cli.command()
 @click.argument("text", required=False)
 @click.option("--uri", help="Where the text came from.")
 @click.option("--observed-at", help="When it was seen (ISO 8601; default: now).")
-@click.option("--title", help="Default: the first line of the text.")
+@click.option(
+    "--title", help="Default: written by the reasoner when one is set, else the text's first line."
+)
 @click.option("--tag", multiple=True, help="Tag (repeatable).")
 @click.option("--library", "-l", help="Target library (default: [save] library in config).")
 @click.option("--force", is_flag=True, help="Keep it even when a near-duplicate exists.")
@@ -779,7 +845,7 @@ _INGEST_USAGE = (
 @click.option(
     "--read-only", is_flag=True,
     help="Refuse every operation that writes (HTTP 403) and offer no MCP tool that does: save, "
-    "ingest, reindex, git_import, verify, collect and map_recompute.",
+    "ingest, reindex, git_import, verify, collect, supersede and map_recompute.",
 )  # fmt: skip
 @click.option("--allow-host", multiple=True, help="Extra Host name clients may use (repeatable).")
 @click.option(
@@ -821,8 +887,8 @@ def serve(
 @cli.command("mcp")
 @click.option(
     "--read-only", is_flag=True,
-    help="Offer no tool that writes: save, ingest, reindex, git_import, verify, collect and "
-    "map_recompute (the instructions then recommend none of them).",
+    help="Offer no tool that writes: save, ingest, reindex, git_import, verify, collect, "
+    "supersede and map_recompute (the instructions then recommend none of them).",
 )  # fmt: skip
 def mcp_cmd(read_only: bool) -> None:
     """Serve the tools over MCP on stdin/stdout (for Claude Code and other MCP clients).
@@ -851,4 +917,15 @@ def main() -> None:
 
 
 # more commands live in their own modules; importing them registers them on `cli`
-from brainmap import cli_facts, cli_graph, cli_health, cli_hooks, cli_map  # noqa: E402, F401
+from brainmap import (  # noqa: E402, F401
+    cli_complete,
+    cli_facts,
+    cli_graph,
+    cli_health,
+    cli_hooks,
+    cli_lint,
+    cli_map,
+    cli_reasoner,
+    cli_sync,
+    cli_usage,
+)

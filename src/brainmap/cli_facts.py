@@ -97,7 +97,9 @@ def ask(
 ) -> None:
     """Answer QUESTION from facts first, each with its confidence and evidence (path:line);
     then notes that may support it (not confirmed); then, when no fact answers, the web
-    search set in [web] url, as a possible second source.
+    search set in [web] url, as a possible second source. With a reasoner ([reasoner]
+    answer), a short answer it wrote from those facts and notes follows, each claim citing
+    them as [n]; the answer above stays the authoritative one.
 
     \b
     Examples:
@@ -145,6 +147,31 @@ def _print_answer(result: Any) -> None:
         click.echo(f"web: {web.status} ({web.detail}); this says nothing about the answer")
     if not (result.facts or result.info or web.results):
         click.echo("nothing known about this")
+    _print_written(result)
+
+
+def _print_written(result: Any) -> None:
+    """The reasoner's written answer, each citation mapped to its source; or why not."""
+    if result.written:
+        click.echo(click.style("written by the reasoner from the sources above:", bold=True)
+                   + f" {result.written}")  # fmt: skip
+        facts = len(result.facts)
+        for n in sorted({n for claim in result.claims for n in claim.sources}):
+            if n <= facts:  # [n] is the n-th fact, then the info snippets follow
+                fact = result.facts[n - 1]
+                where = ""
+                if fact.evidence:
+                    first = fact.evidence[0]
+                    where = f"  {first.library}:{first.path}"
+                    where += f":{first.line}" if first.line else ""
+                click.echo(f"  [{n}] [{fact.confidence}] {fact.what}{where}")
+            elif n - facts <= len(result.info):
+                hit = result.info[n - facts - 1]
+                click.echo(f"  [{n}] {hit.library}:{hit.path}:{hit.line_start}  {hit.title} "
+                           "(not confirmed)")  # fmt: skip
+    spent = result.reasoner
+    for why in spent.skipped if spent is not None else ():
+        click.echo(f"written answer skipped: {why}")
 
 
 def print_evidence(evidence: Any, against: Any, indent: str, *, library: bool) -> None:

@@ -7,10 +7,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from brainmap.cli import _brain, _console, _print_json, _validate, cli, json_option
+
+if TYPE_CHECKING:
+    from brainmap.ops.health import ReasonerStatus
+    from brainmap.usage import UsageSummary, UsedEntry
+
+
+def _reasoner_line(status: ReasonerStatus) -> str:
+    if not status.configured:
+        return "none configured (deterministic paths)"
+    spent = (
+        f"{status.tokens_today:,} of {status.budget:,} tokens today ({status.calls_today} calls)"
+    )
+    if not status.answers:
+        return f"{status.model} at {status.url}: not answering ({status.error}); {spent}"
+    return f"{status.model} at {status.url}: answers in {status.latency_ms:g} ms; {spent}"
 
 
 @cli.command()
@@ -50,9 +66,32 @@ def stats(json_out: bool) -> None:
         ("vector search", r.vector_search),
         ("brain.db", f"{r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
         ("vector cache", f"{r.cache_vectors} vectors, {r.cache_bytes / 1e6:.1f} MB"),
+        ("reasoner", _reasoner_line(r.reasoner)),
+        *_usage_rows(r.usage),
     ]
     for key, value in rows:
         click.echo(f"{key:<16}{value}")
+
+
+def _usage_rows(u: UsageSummary) -> list[tuple[str, str]]:
+    from brainmap.termsafe import one_line
+
+    if not u.enabled:
+        return [("usage", "off ([usage] enabled = false)")]
+    if u.error:
+        return [("usage", f"unreadable: {one_line(u.error)}")]
+    since = f"since {u.since[:10]}" if u.since else "nothing recorded yet"
+    rows = [("usage", f"{u.events} events {since}; {u.used_entries} entries used, "
+                      f"{u.never_used} never")]  # fmt: skip
+
+    def line(e: UsedEntry) -> str:
+        last = f", last {e.last_used[:10]}" if e.last_used else ""
+        judged = f", {e.useful}+/{e.not_useful}-" if e.useful or e.not_useful else ""
+        return f"{e.hits} hits, {e.gets} gets{judged}{last}  {one_line(f'{e.library}:{e.path}')}"
+
+    rows += [("  most used" if i == 0 else "", line(e)) for i, e in enumerate(u.most_used)]
+    rows += [("  least used" if i == 0 else "", line(e)) for i, e in enumerate(u.least_used)]
+    return rows
 
 
 @cli.command()

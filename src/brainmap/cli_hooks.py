@@ -240,3 +240,50 @@ def diary_rollup(period: str | None, project: str | None, completed: bool, json_
         click.echo(f"wrote {path}")
     if not report.written:
         click.echo("every rollup is up to date" if report.projects else "the diary is empty")
+    _echo_spent(report.reasoner)
+
+
+def _echo_spent(spent: Any) -> None:
+    """What the reasoner cost, and each thing it was skipped for (nothing without one)."""
+    if spent is None:
+        return
+    if spent.calls:
+        click.echo(f"reasoner {spent.model}: {spent.calls} call(s), "
+                   f"{spent.prompt_tokens + spent.completion_tokens:,} tokens")  # fmt: skip
+    for why in spent.skipped:
+        click.echo(f"reasoner skipped: {why}")
+
+
+@diary.command("summarize")
+@click.option("--project", required=True, help="The project (as the diary names it).")
+@click.option("--session", help="One session's sections (default: every session's).")
+@click.option("--day", help="One day, YYYY-MM-DD (default: the project's last days).")
+@click.option("--no-rollups", is_flag=True, help="Leave the rollups' paragraphs alone.")
+@click.option("--after-stop", is_flag=True, hidden=True, help="As the Stop hook's background run.")
+@json_option
+def diary_summarize(project: str, session: str | None, day: str | None, no_rollups: bool,
+                    after_stop: bool, json_out: bool) -> None:  # fmt: skip
+    """Write the reasoner's summaries the diary lacks: a 2-4 sentence `- Summary:` line at
+    the end of each section of the project's days, and the paragraph of its completed
+    rollups. What has one is left alone. The Stop hook runs this in the background after
+    each turn when [reasoner] url is set and diary = true.
+
+    \b
+    Example:
+      brainmap diary summarize --project web --day 2026-11-30
+    """
+    from brainmap import ops
+
+    inp = _validate(ops.DiarySummarizeInput, project=project, session=session, day=day,
+                    rollups=not no_rollups, after_stop=after_stop)  # fmt: skip
+    report = ops.diary_summarize(_brain(), inp)
+    if json_out:
+        return _print_json(report)
+    for path in report.written:
+        click.echo(f"wrote {path}")
+    if report.reasoner is None:
+        click.echo("no reasoner for the diary ([reasoner] url is empty or diary = false): "
+                   "nothing written")  # fmt: skip
+    elif not report.written and not report.reasoner.skipped:
+        click.echo("every summary is written")
+    _echo_spent(report.reasoner)

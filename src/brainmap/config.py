@@ -176,6 +176,28 @@ class RerankSettings:
 
 
 @dataclass
+class ReasonerSettings:
+    """The optional LLM (``brainmap.reasoner``): any OpenAI-compatible chat endpoint. Off when
+    ``url`` is empty; each use can be turned off on its own."""
+
+    url: str = ""  # e.g. http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama)
+    model: str = ""  # sent as "model"
+    api_key_env: str = ""  # the NAME of an environment variable holding a bearer token
+    timeout_s: float = 30.0  # for one call, retries included
+    max_tokens: int = 512  # the most one answer may take (each use asks for less)
+    daily_token_budget: int = 200_000  # prompt + answer tokens per day, all processes together
+    retries: int = 2  # after a 429, a 5xx or a refused connection
+    tags: bool = True  # save / ingest: type and tags in the library's vocabulary, a title
+    expand: bool = False  # search: rewrites and a HyDE passage by default (--expand asks)
+    diary: bool = True  # the diary's rollups in prose and each session's summary
+    answer: bool = True  # ask: a short answer written from the evidence, citing it
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+
+@dataclass
 class MapSettings:
     """The library map: what a block holds, what agents get, when search routes by it."""
 
@@ -210,12 +232,40 @@ class CollectSettings:
     allow_from: list[str] = field(default_factory=list)  # folders, e.g. ["~/.ssh"]
 
 
+# The rules of ``brainmap lint`` (brainmap.lint holds what each one matches).
+LINT_RULES = (
+    "line-ref", "count", "test-count", "percent", "dated", "version", "home-path",
+    "long-code", "log", "size",
+)  # fmt: skip
+LINT_FILES = ["CLAUDE.md", "AGENTS.md", "GEMINI.md", ".cursor/rules/**"]
+
+
+@dataclass
+class LintSettings:
+    """What ``brainmap lint`` flags in agent instruction files (CLAUDE.md, AGENTS.md, ...)."""
+
+    rules: list[str] = field(default_factory=lambda: list(LINT_RULES))  # the enabled rules
+    files: list[str] = field(default_factory=lambda: list(LINT_FILES))  # globs from the root
+    max_code_lines: int = 30  # a fenced block longer than this is pasted code
+    max_log_lines: int = 3  # this many log-looking lines in a row are a pasted log
+    max_lines: int = 300  # the size budget of one file
+    max_bytes: int = 20_000
+
+
 @dataclass
 class DiarySettings:
     """Where sessions are written: ``<library>/<folder>/<project>/YYYY/MM/DD.md``."""
 
     library: str = GLOBAL_LIBRARY  # the global brain; a project library only when asked
     folder: str = "diary"
+
+
+@dataclass
+class UsageSettings:
+    """Usage telemetry (``usage.db`` beside config.toml, outside the index): the hits served,
+    the entries opened and the feedback given, which ``stats`` and ``prune`` read."""
+
+    enabled: bool = True
 
 
 @dataclass
@@ -231,10 +281,18 @@ class Config:
     graph: GraphSettings = field(default_factory=GraphSettings)
     web: WebSettings = field(default_factory=WebSettings)
     rerank: RerankSettings = field(default_factory=RerankSettings)
+    reasoner: ReasonerSettings = field(default_factory=ReasonerSettings)
     map: MapSettings = field(default_factory=MapSettings)
     hooks: HookSettings = field(default_factory=HookSettings)
     diary: DiarySettings = field(default_factory=DiarySettings)
     collect: CollectSettings = field(default_factory=CollectSettings)
+    lint: LintSettings = field(default_factory=LintSettings)
+    usage: UsageSettings = field(default_factory=UsageSettings)
+
+    @property
+    def usage_path(self) -> Path:
+        """Usage telemetry: outside the index, so that deleting ``brain.db`` loses none."""
+        return self.home / "usage.db"
 
     @property
     def db_path(self) -> Path:
@@ -247,6 +305,11 @@ class Config:
     @property
     def config_path(self) -> Path:
         return self.home / "config.toml"
+
+    @property
+    def reasoner_usage_path(self) -> Path:
+        """The reasoner's token ledger (per day, all processes): outside the index."""
+        return self.home / "reasoner-usage.json"
 
     def library(self, name: str) -> LibraryConfig:
         """Return the library called ``name`` or raise a :class:`UserError`."""
@@ -393,10 +456,13 @@ def load(home: Path) -> Config:
         cfg.graph = _section(GraphSettings, data.get("graph", {}))
         cfg.web = _section(WebSettings, data.get("web", {}))
         cfg.rerank = _rerank_section(data.get("rerank", {}))
+        cfg.reasoner = _reasoner_section(data.get("reasoner", {}))
         cfg.map = _section(MapSettings, data.get("map", {}))
         cfg.hooks = _section(HookSettings, data.get("hooks", {}))
         cfg.diary = _section(DiarySettings, data.get("diary", {}))
         cfg.collect = _section(CollectSettings, data.get("collect", {}))
+        cfg.usage = _section(UsageSettings, data.get("usage", {}))
+        cfg.lint = _lint_section(data.get("lint", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
                 name=str(raw["name"]),
@@ -458,7 +524,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "file_tokens": (20, 100_000),
     "prompt_hits": (1, 20),
     "top_n": (1, 1000),
+    "max_tokens": (16, 32_768),
+    "daily_token_budget": (0, 10**10),
+    "retries": (0, 10),
     "weight": (0, 1),
+    "max_code_lines": (1, 100_000),
+    "max_log_lines": (1, 100_000),
+    "max_lines": (1, 10**7),
+    "max_bytes": (1, 10**10),
 }
 
 
@@ -511,6 +584,34 @@ def _rerank_section(raw: Any) -> RerankSettings:
     return settings
 
 
+def _reasoner_section(raw: Any) -> ReasonerSettings:
+    settings: ReasonerSettings = _section(ReasonerSettings, raw)
+    if settings.url and not settings.url.startswith(("http://", "https://")):
+        raise ValueError(f"[reasoner] url = {settings.url!r} must start with http:// or https://")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(settings.url)
+    if parts.username or parts.password:
+        raise ValueError(
+            "[reasoner] url must not carry a user or password (it would be shown in messages): "
+            "put the key in an environment variable and name it in api_key_env"
+        )
+    if settings.api_key_env and not _ENV_NAME_RE.match(settings.api_key_env):
+        raise ValueError(
+            "[reasoner] api_key_env must be the name of an environment variable "
+            "(such as OPENAI_API_KEY), never the key itself"
+        )
+    return settings
+
+
+def _lint_section(raw: Any) -> LintSettings:
+    settings: LintSettings = _section(LintSettings, raw)
+    unknown = [rule for rule in settings.rules if rule not in LINT_RULES]
+    if unknown:
+        raise ValueError(f"[lint] unknown rule(s) {unknown}: use {', '.join(LINT_RULES)}")
+    return settings
+
+
 def _fact_globs(raw: Any) -> dict[str, list[str]]:
     if not isinstance(raw, dict) or set(raw) - set(DEFAULT_FACTS):
         raise ValueError(f"library facts must be a table with keys {sorted(DEFAULT_FACTS)}")
@@ -541,10 +642,13 @@ def to_toml(cfg: Config) -> str:
         ("graph", cfg.graph),
         ("web", cfg.web),
         ("rerank", cfg.rerank),
+        ("reasoner", cfg.reasoner),
         ("map", cfg.map),
         ("hooks", cfg.hooks),
         ("diary", cfg.diary),
         ("collect", cfg.collect),
+        ("lint", cfg.lint),
+        ("usage", cfg.usage),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainmap.analysis import one_line
 from brainmap.collectors.secrets import redact
@@ -32,13 +32,18 @@ from brainmap.config import Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.markdown import cut
 from brainmap.safefile import (
+    LockTimeout,
     atomic_write,
+    file_lock,
     library_lock,
     read_beneath,
     read_regular,
     safe_folder,
     slugify,
 )
+
+if TYPE_CHECKING:
+    from brainmap.reasoner import Reasoner
 
 MAX_TRANSCRIPT_READ = 64 * 1024 * 1024  # one append reads at most this much of a transcript
 MAX_DAY_BYTES = 8 * 1024 * 1024
@@ -68,10 +73,12 @@ _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<\s]{1,80})\s*</command-name>
 _HEADING = re.compile(
     r"^## (?P<start>\d\d:\d\d)[–-](?P<end>\d\d:\d\d) session (?P<id>\S+)(?P<cont> \(continued\))?$"
 )
-_ITEM = re.compile(r"^- (?P<field>Asked|Created|Edited|Ran|Saved|Error|Agent): (?P<text>.*)$")
+_ITEM = re.compile(
+    r"^- (?P<field>Asked|Created|Edited|Ran|Saved|Error|Agent|Summary): (?P<text>.*)$"
+)
 _QUOTED = re.compile(r"`(?P<item>[^`]+)`(?: ×(?P<count>\d+))?")
 _FIELDS = {"Asked": "asked", "Created": "created", "Edited": "edited", "Ran": "ran",
-           "Saved": "saved", "Error": "error", "Agent": "agent"}  # fmt: skip
+           "Saved": "saved", "Error": "error", "Agent": "agent", "Summary": "summary"}  # fmt: skip
 
 
 # --- a session's activity, read from its transcript ---------------------------------------
@@ -386,11 +393,16 @@ def _items(counts: Counter[str], most: int) -> str:
     return ", ".join(shown)
 
 
+def short_session(session: str) -> str:
+    """A session id as its section headings show it."""
+    return re.sub(r"[^A-Za-z0-9_-]", "", session)[:8] or "unknown"
+
+
 def render_section(session: str, act: Activity, *, continued: bool, zone: dt.tzinfo | None) -> str:
     """The markdown section of one span of a session."""
     start = (act.started or act.ended or dt.datetime.now(dt.UTC)).astimezone(zone)
     end = (act.ended or start).astimezone(zone)
-    short = re.sub(r"[^A-Za-z0-9_-]", "", session)[:8] or "unknown"
+    short = short_session(session)
     lines = [
         f"## {start:%H:%M}–{end:%H:%M} session {short}" + (" (continued)" if continued else "")
     ]
@@ -691,9 +703,12 @@ def roll_up(
                         continue
                     target = base / f"{period.label}.md"
                     digest = days_digest(members)
-                    if completed_only and _made_from(lib.path, target) == digest:
+                    made_from = _made_from(lib.path, target)
+                    if completed_only and made_from == digest:
                         continue
-                    text = render_rollup(slug, period, members, digest, root=lib.path)
+                    # the reasoner's paragraph stays while the days it was written from do
+                    kept = _kept_summary(lib.path, target, members) if made_from == digest else None
+                    text = render_rollup(slug, period, members, digest, root=lib.path, summary=kept)
                     if atomic_write(lib.path, target, text.encode("utf-8")):
                         rel = target.relative_to(lib.path).as_posix()
                         written.append(Written(lib.name, rel, slug))
@@ -742,10 +757,13 @@ def render_rollup(
     digest: str,
     *,
     root: Path | None = None,
+    summary: str | None = None,
 ) -> str:
     """The rollup of one period from its day files (deterministic: same days, same bytes);
     ``digest`` (:func:`days_digest`) is written into its frontmatter. With ``root``, the
-    library the days are in, they are read as :func:`read_in` reads."""
+    library the days are in, they are read as :func:`read_in` reads. ``summary``, the
+    reasoner's paragraph (:func:`clean_prose` already applied), goes under ``## Summary``
+    before the deterministic sections, which it never replaces."""
     sections: list[Section] = []
     project = slug
     for day, path in sorted(members):
@@ -787,6 +805,8 @@ def render_rollup(
     ]
     day_links = [f"[{d.isoformat()}]({d:%Y/%m/%d}.md)" for d in sorted({d for d, _ in members})]
     lines.append(f"{len(sessions)} session(s) on {len(day_links)} day(s): {', '.join(day_links)}.")
+    if summary:
+        lines += ["", SUMMARY_HEADING, "", summary]
     lines += ["", "## Sessions", ""]
     for session, parts in sessions.items():
         first = parts[0]
@@ -806,3 +826,409 @@ def render_rollup(
             days = sorted({d for d, _ in seen})
             lines.append(f"- {text} ({len(seen)} times, {len(days)} day(s))")
     return "\n".join(lines) + "\n"
+
+
+# --- prose by the reasoner (optional) -------------------------------------------------------
+#
+# With a reasoner whose diary use is on, each section of a day gets a "- Summary:" line and
+# each rollup a paragraph under "## Summary", written by the model. Never on a hook's time:
+# the Stop hook's detached process and the rollup op write them, outside every lock while
+# the model answers. The deterministic rollups that reindex and SessionStart write keep a
+# paragraph while the days it was written from are unchanged. What the model writes is one
+# line, scrubbed of secrets, bounded, and links nothing but the days of its period.
+
+SUMMARY_HEADING = "## Summary"
+SUMMARY_ITEM = b"- Summary: "
+SESSION_SUMMARY_CHARS, SESSION_SUMMARY_SENTENCES = 600, 4
+PROSE_CHARS, PROSE_SENTENCES = 1200, 8
+PROSE_SLACK = 80  # the days' link a paragraph that linked none is given, past PROSE_CHARS
+SECTION_INPUT_CHARS = 2500  # of one section, as the model reads it
+ROLLUP_INPUT_CHARS = 6000  # of a period's sections, as the model reads them
+SESSION_SUMMARY_TOKENS, PROSE_TOKENS = 160, 300
+MAX_PROSE_CALLS = 12  # model calls in one run; the next run writes what is left
+SUMMARY_LOCK_S = 120.0  # one session's summaries are written by one process at a time
+PROSE_LOCK_S = 30.0  # the diary library's lock, held for a read and a write only
+
+_SESSION_SYSTEM = (
+    "You summarise one section of a software agent's work diary. Write 2 to 4 short plain "
+    "sentences: what was asked, what was changed or run, and how it ended. No lists, no "
+    "headings, no links, no preamble."
+)
+_ROLLUP_SYSTEM = (
+    "You write the summary paragraph of a software project's work diary for one {name}. "
+    "Write one paragraph of 3 to 6 plain sentences: the main threads of work, the notes and "
+    "decisions saved, the problems that came back. When you mention a day, write its link "
+    "exactly as given, like {example}. No headings, no lists."
+)
+_MD_LINK = re.compile(r"!?\[([^\[\]]*)\]\(\s*<?([^()<>\s]*)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
+_WIKI_LINK = re.compile(r"!?\[\[([^\[\]|]*)(?:\|([^\[\]]*))?\]\]")
+_URL = re.compile(
+    r"<?\b(?:[a-z][a-z0-9+.-]*://|www\.|(?:mailto|javascript|data|file|vbscript):)\S*"
+    r"|(?<![\w/])//\S+"  # scheme-relative
+    r"|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|app|ai|co|me|info|xyz|example)(?:/\S*)?\b",  # bare host
+    re.I,
+)
+_TAG = re.compile(r"<!--|-->|<[^<>]*>")
+_ISO_DAY = re.compile(r"(?<![\w/-])\d{4}-\d\d-\d\d(?![\w/-])")
+_LEAD = re.compile(r"^(?:summary\s*:|[-#>*+|`~=_:\s]|\d+[.)](?=\s))+", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+_MARK = "\ue000"  # stands for a kept link while the text is cleaned (dropped from any input)
+_KEPT = re.compile(_MARK + r"(\d+)" + _MARK)
+
+
+def day_links(members: Iterable[tuple[dt.date, Path]]) -> dict[str, str]:
+    """The link target of each day of a period, as its rollup writes it -> the date."""
+    return {f"{d:%Y/%m/%d}.md": d.isoformat() for d, _ in sorted(members)}
+
+
+def clean_prose(
+    text: str, *, limit: int, sentences: int, days: dict[str, str] | None = None
+) -> str:
+    """The reasoner's ``text`` as one line safe to put into a diary file: scrubbed of secrets;
+    no markup that could start a block; no link but a markdown link to one of ``days``
+    (:func:`day_links`; their bare dates become links too, other links their text, URLs and
+    HTML are dropped; a paragraph that links no day is given the period's, within
+    :data:`PROSE_SLACK`); at most ``sentences`` sentences and ``limit`` characters, cut at a
+    word. "" when less than three words are left."""
+    days = days or {}
+    by_date = {date: target for target, date in days.items()}
+    text = redact(one_line(text[: limit * 8].replace(_MARK, " ")))
+    kept: list[str] = []
+
+    def keep(date: str) -> str:
+        kept.append(f"[{date}]({by_date[date]})")
+        return f"{_MARK}{len(kept) - 1}{_MARK}"
+
+    def wiki(match: re.Match[str]) -> str:
+        return (match[2] or match[1]).strip()
+
+    def link(match: re.Match[str]) -> str:
+        target = match[2]
+        return keep(days[target]) if target in days else match[1].strip()
+
+    def date(match: re.Match[str]) -> str:
+        return keep(match[0]) if match[0] in by_date else match[0]
+
+    text = _MD_LINK.sub(link, _WIKI_LINK.sub(wiki, text))
+    # no tag, closed or not: an unclosed "<script ..." still opens an HTML block in markdown
+    text = _TAG.sub(" ", _URL.sub(" ", text)).replace("<", " ").replace(">", " ")
+    text = _ISO_DAY.sub(date, text.replace("[", " ").replace("]", " "))
+    text = " ".join(_LEAD.sub("", text).split())
+    text = " ".join(_SENTENCE_END.split(text)[:sentences])
+
+    def shown(words: list[str]) -> str:
+        return _KEPT.sub(lambda m: kept[int(m[1])], " ".join(words))
+
+    words = text.split(" ")
+    if len(shown(words)) > limit:
+        while words and len(shown(words)) > limit - 1:
+            words.pop()
+        words[-1:] = [words[-1].rstrip(",;:") + "…"] if words else []
+    out = shown(words).strip()
+    if len(re.findall(r"\w+", _KEPT.sub(" ", " ".join(words)))) < 3:
+        return ""
+    if days and not any(f"]({target})" in out for target in days):
+        dates = sorted(by_date)
+        span = [f"[{d}]({by_date[d]})" for d in dict.fromkeys((dates[0], dates[-1]))]
+        out += f" ({' to '.join(span)})"
+    return out
+
+
+def valid_prose(line: str, days: dict[str, str], limit: int = PROSE_CHARS) -> bool:
+    """Whether a rollup's summary paragraph is one that :func:`clean_prose` could write:
+    one bounded line, no leading markup, no URL or HTML, no link but to one of ``days``."""
+    if not line or line != one_line(line) or len(line) > limit + PROSE_SLACK:
+        return False
+    if _LEAD.match(line) or _URL.search(line) or _TAG.search(line) or _MARK in line:
+        return False
+    if "<" in line or ">" in line:
+        return False
+    rest = _MD_LINK.sub(lambda m: "" if days.get(m[2]) == m[1] else "[", line)
+    return "[" not in rest and "]" not in rest
+
+
+def _kept_summary(root: Path, target: Path, members: list[tuple[dt.date, Path]]) -> str | None:
+    """The summary paragraph of a rollup on disk, when it is one :func:`valid_prose` accepts
+    for these days (a paragraph edited into something else is written again)."""
+    try:
+        lines = read_in(root, target, 256 * 1024).decode("utf-8", "replace").split("\n")
+    except OSError:
+        return None
+    try:
+        start = lines.index(SUMMARY_HEADING)
+    except ValueError:
+        return None
+    following = [line for line in lines[start + 1 :] if line.strip()]
+    if not following or following[0].startswith("#"):
+        return None
+    return following[0] if valid_prose(following[0], day_links(members)) else None
+
+
+def _periods(
+    kind: str, days: Iterable[tuple[dt.date, Path]]
+) -> list[tuple[Period, list[tuple[dt.date, Path]]]]:
+    periods: dict[str, tuple[Period, list[tuple[dt.date, Path]]]] = {}
+    for day, path in days:
+        period = Period.of(kind, day)
+        periods.setdefault(period.label, (period, []))[1].append((day, path))
+    return list(periods.values())
+
+
+def _rollup_prompt(
+    project: str, period: Period, members: list[tuple[dt.date, Path]], root: Path
+) -> tuple[str, str]:
+    """What the model reads to write a rollup's paragraph: each day's sections in a few
+    words (their summaries when they have them), bounded to :data:`ROLLUP_INPUT_CHARS`."""
+    share = max(300, ROLLUP_INPUT_CHARS // max(1, len(members)))
+    blocks = []
+    for day, path in sorted(members):
+        try:
+            text = read_in(root, path).decode("utf-8", "replace")
+        except OSError:
+            continue
+        lines = [f"Day {day.isoformat()}, link [{day.isoformat()}]({day:%Y/%m/%d}.md):"]
+        for section in parse_day(day, text):
+            items = section.items
+            said = items.get("summary", [])[:1] or [
+                f"{label}: {text}" for key, label in (
+                    ("asked", "Asked"), ("created", "Created"), ("edited", "Edited"),
+                    ("saved", "Saved"), ("error", "Error"), ("agent", "Agent"))
+                for text in items.get(key, [])[:2]
+            ]  # fmt: skip
+            lines.append(
+                cut(f"- {section.start} session {section.session}: {'; '.join(said)}", 400)
+            )
+        while len(lines) > 2 and sum(len(line) + 1 for line in lines) > share:
+            lines.pop()  # a day's first sessions, as many as its share holds
+        blocks.append("\n".join(lines))
+    name = "week" if period.kind == "week" else "month"
+    example = f"[{period.first.isoformat()}]({period.first:%Y/%m/%d}.md)"
+    user = f"Project {project}, {name} {period.label} ({period.first} to {period.last}).\n\n"
+    return _ROLLUP_SYSTEM.format(name=name, example=example), user + "\n\n".join(blocks)
+
+
+def write_rollup_prose(
+    cfg: Config,
+    reasoner: Reasoner,
+    *,
+    project: str | None = None,
+    kinds: tuple[str, ...] = ("week", "month"),
+    completed_only: bool = False,
+    today: dt.date | None = None,
+) -> list[Written]:
+    """Give each up-to-date rollup that has no summary paragraph one, written by the model
+    (at most :data:`MAX_PROSE_CALLS` calls of ``reasoner`` in all). A rollup whose days
+    changed is left to :func:`roll_up`. The model is asked outside every lock; the rollup is
+    rendered again under the diary's lock only if its days are still the same. Why a rollup
+    got no paragraph goes to ``reasoner.spent.skipped``; the first failure of the reasoner
+    ends the run."""
+    from brainmap.reasoner import ReasonerUnavailable
+
+    today = today or dt.date.today()
+    try:
+        lib = diary_library(cfg)
+    except UserError:
+        return []
+    written: list[Written] = []
+    skipped = reasoner.spent.skipped
+    left = 0
+    slugs = [slugify(project)] if project else projects(cfg)
+    tried = set(_tried(cfg))
+    try:
+        # one writer of paragraphs at a time: another run is writing these very ones
+        with file_lock(cfg.home / "locks" / "diary-prose.lock", timeout_s=0):
+            for slug in slugs:
+                base = lib.path / safe_folder(cfg.diary.folder) / slug
+                days = list(days_of(base))
+                for kind in kinds:
+                    for period, members in _periods(kind, days):
+                        if completed_only and period.last >= today:
+                            continue
+                        target = base / f"{period.label}.md"
+                        digest = days_digest(members)
+                        if _made_from(lib.path, target) != digest:
+                            continue  # missing or out of date: roll_up renders it first
+                        if _kept_summary(lib.path, target, members) is not None:
+                            continue
+                        if reasoner.spent.calls >= MAX_PROSE_CALLS:
+                            left += 1
+                            continue
+                        key = _prose_key(f"rollup\0{slug}\0{period.label}\0{digest}")
+                        if key in tried:
+                            continue  # asked before for these very days, nothing usable came
+                        system, user = _rollup_prompt(slug, period, members, lib.path)
+                        answer = reasoner.text(system, user, max_tokens=PROSE_TOKENS)
+                        prose = clean_prose(answer, limit=PROSE_CHARS, sentences=PROSE_SENTENCES,
+                                            days=day_links(members))  # fmt: skip
+                        if not prose:
+                            _mark_tried(cfg, key)
+                            skipped.append(
+                                f"diary: the paragraph for {slug} {period.label} was empty"
+                            )
+                            continue
+                        with library_lock(cfg.home, lib.name, timeout_s=PROSE_LOCK_S):
+                            now = [m for m in days_of(base) if Period.of(kind, m[0]) == period]
+                            if days_digest(now) != digest or _made_from(lib.path, target) != digest:
+                                continue  # a day changed meanwhile: the next run writes it
+                            text = render_rollup(slug, period, now, digest, root=lib.path,
+                                                 summary=prose)  # fmt: skip
+                            if atomic_write(lib.path, target, text.encode("utf-8")):
+                                rel = target.relative_to(lib.path).as_posix()
+                                written.append(Written(lib.name, rel, slug))
+    except LockTimeout:
+        skipped.append("diary: another process is writing the rollups' paragraphs")
+    except ReasonerUnavailable as exc:
+        skipped.append(f"diary: {exc.message}")
+    if left:
+        skipped.append(f"diary: {left} rollup(s) left without a paragraph (at most "
+                       f"{MAX_PROSE_CALLS} calls a run; run `brainmap diary rollup` again)")  # fmt: skip
+    return written
+
+
+def _day_sections(lines: list[bytes]) -> list[tuple[int, int]]:
+    """``(heading, end)`` line indexes of each section of a day file's lines."""
+    starts = [i for i, line in enumerate(lines) if _HEADING.match(line.decode("utf-8", "replace"))]
+    return list(zip(starts, [*starts[1:], len(lines)], strict=True))
+
+
+MAX_TRIED = 500  # prose asks remembered as having given nothing usable
+
+
+def _tried_path(cfg: Config) -> Path:
+    return cfg.home / "state" / "diary-prose-tried.json"
+
+
+def _tried(cfg: Config) -> list[str]:
+    """What the model was asked for and answered with nothing usable: not asked again (a
+    weak model would otherwise spend calls on the same section after every turn)."""
+    try:
+        keys = json.loads(_tried_path(cfg).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+
+
+def _mark_tried(cfg: Config, key: str) -> None:
+    kept = [k for k in _tried(cfg) if k != key][-(MAX_TRIED - 1) :]
+    keys = [*kept, key]
+    path = _tried_path(cfg)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(cfg.home, path, json.dumps(keys).encode())
+    except OSError:
+        pass  # the worst case is one more call next time
+
+
+def _prose_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:24]
+
+
+def _unsummarised(data: bytes, short: str | None) -> list[tuple[bytes, int, str]]:
+    """The sections of a day (of one session, by its short id) that have no summary:
+    ``(heading, how many identical headings come before it, the text the model reads)``."""
+    lines = data.split(b"\n")
+    out = []
+    seen: Counter[bytes] = Counter()
+    for first, end in _day_sections(lines):
+        heading = lines[first]
+        nth = seen[heading]
+        seen[heading] += 1
+        match = _HEADING.match(heading.decode("utf-8", "replace"))
+        if match is None or (short is not None and match["id"] != short):
+            continue
+        body = [line for line in lines[first + 1 : end] if line.strip()]
+        if any(line.startswith(SUMMARY_ITEM) for line in body):
+            continue
+        text = f"Session {match['id']}, {match['start']} to {match['end']}:\n" + "\n".join(
+            line.decode("utf-8", "replace") for line in body
+        )
+        out.append((heading, nth, text[:SECTION_INPUT_CHARS]))
+    return out
+
+
+def _insert_summary(cfg: Config, lib: LibraryConfig, rel: str, heading: bytes, nth: int,
+                    summary: str) -> bool:  # fmt: skip
+    """Put ``- Summary: ...`` at the end of the ``nth`` section headed ``heading`` of a day,
+    under the diary's lock, unless it has one by now. Every other byte stays as it was (the
+    section is usually the day's last, so this is an append)."""
+    with library_lock(cfg.home, lib.name, timeout_s=PROSE_LOCK_S):
+        data = read_beneath(lib.path, rel, MAX_DAY_BYTES + 1)
+        lines = data.split(b"\n")
+        same = [s for s in _day_sections(lines) if lines[s[0]] == heading]
+        if nth >= len(same):
+            return False
+        first, end = same[nth]
+        if any(line.startswith(SUMMARY_ITEM) for line in lines[first + 1 : end]):
+            return False  # written meanwhile (another run, another machine's merge)
+        last = max(i for i in range(first, end) if lines[i].strip())
+        item = SUMMARY_ITEM + summary.encode("utf-8")
+        out = b"\n".join([*lines[: last + 1], item, *lines[last + 1 :]])
+        if len(out) > MAX_DAY_BYTES:
+            return False
+        return atomic_write(lib.path, lib.path / rel, out)
+
+
+def summarize_section(reasoner: Reasoner, text: str) -> str:
+    """The reasoner's 2-4 sentence summary of one diary section, cleaned (:func:`clean_prose`);
+    empty when nothing usable is left. The bake-off's summary task asks through here."""
+    answer = reasoner.text(
+        _SESSION_SYSTEM, text[:SECTION_INPUT_CHARS], max_tokens=SESSION_SUMMARY_TOKENS
+    )
+    return clean_prose(answer, limit=SESSION_SUMMARY_CHARS, sentences=SESSION_SUMMARY_SENTENCES)
+
+
+def summarize_sessions(
+    cfg: Config, reasoner: Reasoner, project: str, days: Iterable[dt.date],
+    session: str | None = None,
+) -> list[Written]:  # fmt: skip
+    """Give each section of the project's ``days`` (of one ``session``, or all) that has no
+    summary a ``- Summary:`` line of 2 to 4 sentences by the model (newest first, at most
+    :data:`MAX_PROSE_CALLS` calls of ``reasoner`` in all). A section that has one is never
+    given another. Runs for one session take turns (the later one finds what the earlier
+    wrote); the model is asked outside the diary's lock. Why a section got none goes to
+    ``reasoner.spent.skipped``; the first failure of the reasoner ends the run."""
+    from brainmap.reasoner import ReasonerUnavailable
+
+    lib = diary_library(cfg)
+    short = short_session(session) if session is not None else None
+    key = hashlib.sha256(f"{slugify(project)}\0{short or ''}".encode()).hexdigest()[:16]
+    written: list[Written] = []
+    skipped = reasoner.spent.skipped
+    left = 0
+    tried = set(_tried(cfg))
+    try:
+        with file_lock(cfg.home / "locks" / f"diary-summary-{key}.lock", SUMMARY_LOCK_S):
+            for day in sorted(set(days), reverse=True):
+                rel = day_path(cfg, project, day)
+                try:
+                    data = read_beneath(lib.path, rel, MAX_DAY_BYTES + 1)
+                except OSError:
+                    continue
+                if len(data) > MAX_DAY_BYTES:
+                    continue
+                for heading, nth, text in reversed(_unsummarised(data, short)):
+                    key = _prose_key(f"section\0{text}")
+                    if key in tried:
+                        continue  # asked before for this very text, nothing usable came
+                    if reasoner.spent.calls >= MAX_PROSE_CALLS:
+                        left += 1
+                        continue
+                    summary = summarize_section(reasoner, text)
+                    if not summary:
+                        _mark_tried(cfg, key)
+                        skipped.append(
+                            f"diary: the summary of {rel} {heading.decode(errors='replace')[3:]} was empty"
+                        )
+                        continue
+                    if _insert_summary(cfg, lib, rel, heading, nth, summary) and not any(
+                        w.path == rel for w in written
+                    ):
+                        written.append(Written(lib.name, rel, slugify(project)))
+    except LockTimeout:
+        skipped.append("diary: another process is still writing this session's summaries")
+    except ReasonerUnavailable as exc:
+        skipped.append(f"diary: {exc.message}")
+    if left:
+        skipped.append(f"diary: {left} section(s) left without a summary (at most "
+                       f"{MAX_PROSE_CALLS} calls a run)")  # fmt: skip
+    return written

@@ -77,6 +77,8 @@ pre{white-space:pre-wrap;word-break:break-word;background:var(--card);border:1px
 padding:.75rem;border-radius:6px;margin:.25rem 0 1rem}
 .lead,.meta,.hint{color:var(--muted)}
 .meta{font-size:.92rem;margin:.1rem 0 .4rem}
+.badge{display:inline-block;font-size:.8rem;padding:0 .4rem;border:1px solid currentColor;
+border-radius:4px;color:#b3261e;vertical-align:middle}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,20rem),1fr));
 gap:1rem;list-style:none;margin:0;padding:0}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:1rem;min-width:0}
@@ -143,6 +145,11 @@ def _url(path: str, **params: str | None) -> str:
     """A local URL with its query (empty values left out), escaped for an attribute."""
     query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
     return _e(f"{path}?{query}" if query else path)
+
+
+def _badge(status: str) -> str:
+    """The mark of an entry that is not active (superseded, retired, archived)."""
+    return "" if status == "active" else f' <span class="badge">{_e(status)}</span>'
 
 
 def _entry_url(entry_id: str) -> str:
@@ -447,6 +454,7 @@ class Gui:
                 {"query": query, "library": [library] if library else None, "limit": SEARCH_LIMIT,
                  "route": route}
             ),
+            caller="http",  # usage: served over HTTP
         )  # fmt: skip
         warnings = (
             '<ul class="warnings">' + "".join(f"<li>{_e(w)}</li>" for w in result.warnings)
@@ -477,7 +485,7 @@ class Gui:
             anchor = f"{_entry_url(hit.id)}#L{hit.line_start}"
             heading = f" · {_e(hit.heading)}" if hit.heading and hit.heading != hit.title else ""
             items.append(
-                f'<li><h3><a href="{_e(anchor)}">{_e(hit.title)}</a></h3>'
+                f'<li><h3><a href="{_e(anchor)}">{_e(hit.title)}</a>{_badge(hit.status)}</h3>'
                 f'<p class="meta">{_e(hit.library)} · '
                 f"<code>{_e(hit.path)}:{_lines(hit.line_start, hit.line_end)}</code>{heading}"
                 f"{'' if hit.match == 'strong' else f' · <em>{_e(hit.match)} match</em>'}</p>"
@@ -554,7 +562,7 @@ class Gui:
     def _entry(self, request: Request) -> Response:
         entry_id = str(request.path_params["entry_id"])
         try:
-            info = ops.get(self.brain, ops.GetInput(ref=entry_id))
+            info = ops.get(self.brain, ops.GetInput(ref=entry_id), caller="http")
         except UserError as exc:
             if exc.status == 404:
                 return self.error_page(404, f"There is no entry {entry_id!r}.",
@@ -588,9 +596,18 @@ class Gui:
             if verify
             else ""
         )
+        links = "".join(
+            f'<p class="notice">{label} <a href="{_e(_entry_url(o["id"]))}">{_e(o["title"])}</a>'
+            f" ({_e(o['library'])}:<code>{_e(o['path'])}</code>){_badge(o['status'])}</p>"
+            for label, linked in (
+                ("Superseded by", info.superseded_by),
+                ("Supersedes", info.supersedes),
+            )
+            for o in linked
+        )
         body = (
-            f"<h1>{_e(info.title)}</h1>"
-            f'<p class="meta">{subtitle}</p>{notice}'
+            f"<h1>{_e(info.title)}{_badge(info.status)}</h1>"
+            f'<p class="meta">{subtitle}</p>{notice}{links}'
             + "".join(f'<p class="warnings">{_e(w)}</p>' for w in info.warnings)
             + f'<section aria-labelledby="text"><h2 id="text">Text</h2>'
             f"{chunks or '<p class=hint>This entry has no text.</p>'}</section>"

@@ -78,6 +78,10 @@ RACY_NS = 2_000_000_000
 # ~15% more chunks/s than 256 or 0.5 s on the tldr pages, and text still shows within 1 s.
 BATCH_FILES = 1024
 BATCH_SECONDS = 1.0
+# After this many files written, the full-text index is merged into one segment: each batch
+# left a segment of its own, and queries read every segment (one merge costs about 1% of a
+# 40k-file build and makes BM25 queries about 15% faster)
+COMPACT_AFTER = 2000
 # How a file's warning begins when a collector could not read it (doctor lists them; collect
 # reports its libraries' ones)
 FACTS_NOT_READ = "facts not read"
@@ -856,6 +860,9 @@ def _read_file_unsafe(
         warnings=parsed.warnings,
         slug=slug_of(found.rel),
         blob=blob,
+        file_status=file_status(found.rel, parsed),
+        supersedes=parsed.supersedes,
+        superseded_by=parsed.superseded_by,
     )
     record.language = language_of(lib, parsed)
     title = title_line(parsed.title, parsed.aliases)
@@ -934,6 +941,18 @@ def _store_read(
         report.updated += 1
     report.chunks += len(read.chunks)
     return None
+
+
+ARCHIVE_FOLDER = "archive"  # `brainmap prune --archive` moves entries under it
+
+
+def file_status(rel: str, parsed: Entry) -> str:
+    """What an entry's own file says of its status: archived (under the library's
+    ``archive/`` folder), retired (``status: retired``), else active. Superseded is told by
+    the index, which sees the other entries too."""
+    if rel.split("/", 1)[0] == ARCHIVE_FOLDER and "/" in rel:
+        return "archived"
+    return "retired" if parsed.retired else "active"
 
 
 def language_of(lib: LibraryConfig, parsed: Entry) -> str:
@@ -1158,6 +1177,8 @@ def reindex(
             )
             continue
         report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+    if sum(r.added + r.updated for r in report.libraries) >= COMPACT_AFTER:
+        store.compact_text()
     store.checkpoint()
     if embed and libs:
         ids = list(store.library_ids(lib.name for lib in libs).values())

@@ -83,6 +83,9 @@ class Entry:
     created: str | None = None
     last_verified: str | None = None
     observed_at: str | None = None  # when the content was seen at its source (ingested leaves)
+    retired: bool = False  # `status: retired`
+    supersedes: list[str] = field(default_factory=list)  # slugs (or library:slug) it replaces
+    superseded_by: list[str] = field(default_factory=list)  # and what replaced it
     meta: dict[str, Any] = field(default_factory=dict)
     chunks: list[Chunk] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
@@ -307,6 +310,14 @@ def _apply_meta(entry: Entry, meta: dict[str, Any]) -> None:
     project = meta.get("project")
     if isinstance(project, str | int) and clean_label(str(project)):
         entry.project = clean_label(str(project))
+    status = meta.get("status")
+    entry.retired = isinstance(status, str) and status.strip().lower() == "retired"
+    # a list, or one name (a comma inside a name is not a separator: slugs have none)
+    for key in ("supersedes", "superseded_by"):
+        raw = meta.get(key)
+        items = raw if isinstance(raw, list) else [raw] if raw is not None else []
+        names = [clean_label(str(v)) for v in items if isinstance(v, str | int | float)]
+        setattr(entry, key, list(dict.fromkeys(n for n in names if n)))
     for key in ("created", "last_verified", "observed_at"):
         raw = meta.get(key)
         if raw is None:

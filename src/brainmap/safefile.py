@@ -293,6 +293,47 @@ def created(root: Path, candidates: Iterable[Path], data: bytes) -> Iterator[Pat
             os.close(dir_fd)
 
 
+def move(root: Path, source: Path, candidates: Iterable[Path]) -> Path:
+    """Move the regular file ``source`` to the first free one of ``candidates``, all inside
+    ``root``, and return where it went. Nothing is overwritten and nothing is copied: the
+    file gets its new name as a hard link (the same bytes, so git sees a rename), the new
+    folder is fsynced, and only then is the old name removed, if it still names that very
+    file. A crash in between leaves both names, never neither. Both folders are reached one
+    name at a time without following a symlink; a symlink (or a FIFO, a folder) at
+    ``source`` raises :class:`UnsafePathError` (:class:`NotRegularError`), every name taken
+    :class:`FileExistsError`."""
+    src_folder, src_name = _split(root, source)
+    src_fd = open_beneath(root, "/".join(src_folder))
+    try:
+        st = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePathError(f"{source} is a symlink: not moved")
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularError(errno.EINVAL, "not a regular file", str(source))
+        for target in candidates:
+            folder, name = _split(root, target)
+            dst_fd = _open_for_write(root, folder)
+            try:
+                try:
+                    os.link(src_name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd,
+                            follow_symlinks=False)  # fmt: skip
+                except FileExistsError:
+                    continue
+                made = os.stat(name, dir_fd=dst_fd, follow_symlinks=False)
+                if not stat.S_ISREG(made.st_mode):  # swapped for something else meanwhile
+                    _unlink_at(dst_fd, name, only=made)
+                    raise NotRegularError(errno.EINVAL, "not a regular file", str(source))
+                os.fsync(dst_fd)
+                _unlink_at(src_fd, src_name, only=made)  # the name of the file now linked
+                os.fsync(src_fd)
+                return root.joinpath(*folder, name)
+            finally:
+                os.close(dst_fd)
+        raise FileExistsError(errno.EEXIST, "no free file name", str(source))
+    finally:
+        os.close(src_fd)
+
+
 def atomic_create(root: Path, candidates: Iterable[Path], data: bytes) -> Path:
     """Create the first free one of ``candidates`` (see :func:`created`) and return it."""
     with created(root, candidates, data) as path:

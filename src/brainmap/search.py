@@ -17,7 +17,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from brainmap.analysis import (
     ANALYZER_VERSION,
@@ -35,6 +35,7 @@ from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.embed import MAX_EMBED_CHARS
 from brainmap.errors import UserError
 from brainmap.graph import Hops
+from brainmap.reasoner import Spent
 from brainmap.store import Filters, HitRow, Store, VectorCache
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ MAX_CANDIDATE_TERMS = 400
 SNIPPET_CHARS = 240
 LANGUAGES_TTL_S = 60.0  # how long the index's languages are taken as known
 GRADE_CHARS = 20_000  # of a hit's text, what its match level reads (a chunk can be huge)
+EXPAND_QUERY_WEIGHT = 2.0  # RRF weight of the query's own list among its rewrites' (1 each)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class Hit:
     hops: Hops | None = None  # with --hop: File, Commits, People behind the hit
     match: MatchLevel = "none"  # how closely it answers the query
     coverage: float = 0.0  # the share of the query's word weight it holds
+    status: str = "active"  # superseded, retired, archived: only with include_inactive
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,8 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     routed: list[str] | None = None  # the libraries the map routed the search to, if it did
     match: MatchLevel = "none"  # the best hit's level; none: no close match (and no hits)
+    expansions: list[str] = field(default_factory=list)  # with expand: the rewrites searched too
+    reasoner: Spent | None = None  # with expand: what the rewrites cost, or why they were skipped
 
 
 def parse_since(value: str | None) -> str | None:
@@ -302,10 +307,16 @@ class VectorIndex:
         return whole.ids, whole.parts[0]
 
     def top(
-        self, query: np.ndarray, k: int, filters: Filters, allowed: np.ndarray | None
+        self,
+        query: np.ndarray,
+        k: int,
+        filters: Filters,
+        allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None,
     ) -> list[tuple[int, float]]:
         """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters,
-        equal scores by chunk id (call :meth:`refresh` first)."""
+        are ``allowed`` (when given) and not ``excluded``, equal scores by chunk id (call
+        :meth:`refresh` first)."""
         import numpy as np
 
         snap = self._snapshot
@@ -319,6 +330,9 @@ class VectorIndex:
         if allowed is not None:
             in_allowed = np.isin(snap.ids, allowed)
             mask = in_allowed if mask is None else mask & in_allowed
+        if excluded is not None and len(excluded):
+            kept = np.isin(snap.ids, excluded, invert=True)
+            mask = kept if mask is None else mask & kept
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         k = min(k, len(scores))
@@ -401,17 +415,22 @@ class Searcher:
         it again. Empty when the embedder is unavailable (callers then skip what needs it,
         e.g. dedup).
         """
+        vector = self.passage_vector(text, remember=remember)
+        return [] if vector is None else self.nearest(vector, limit)
+
+    def passage_vector(self, text: str, *, remember: bool = False) -> np.ndarray | None:
+        """``text`` embedded as a passage (see :meth:`similar`), or None without an embedder."""
         from brainmap.embed import EmbedderError, model_id_of
 
         embedder = self.embedder()
         if embedder is None:
-            return []
+            return None
         text = text[:MAX_EMBED_CHARS]
         try:
-            vector = embedder.passages([text])[0]
+            vector: np.ndarray = embedder.passages([text])[0]
         except EmbedderError as exc:
             self._embedder_error = exc.message
-            return []
+            return None
         if remember:
             cache = VectorCache(self.cfg.cache_path)
             try:
@@ -421,6 +440,10 @@ class Searcher:
                 )
             finally:
                 cache.close()
+        return vector
+
+    def nearest(self, vector: np.ndarray, limit: int = 8) -> list[tuple[HitRow, float]]:
+        """Chunks nearest to a passage vector, with their cosine similarity."""
         self.vectors.refresh(self.store)
         top = self.vectors.top(vector, limit, Filters(), None)
         rows = self.store.hits([cid for cid, _ in top])
@@ -502,6 +525,7 @@ class Searcher:
         since: str | None = None,
         project: Project | None = None,
         not_types: list[str] | None = None,
+        include_inactive: bool = False,
     ) -> Filters:
         library_ids = None
         if libraries:
@@ -518,6 +542,7 @@ class Searcher:
             if project
             else [],
             not_types=[t.lower() for t in not_types or []],
+            include_inactive=include_inactive,
         )
 
     # the search
@@ -536,17 +561,19 @@ class Searcher:
         project: Project | None = None,
         not_types: list[str] | None = None,
         floor: bool = True,
+        include_inactive: bool = False,
     ) -> SearchResult:
         """Search the index; any text is a valid query. With ``floor``, a query that nothing
         matches closely gets no hits (``match`` none), not the least bad ones. With ``route`` and more libraries
         than ``[map] route_above``, the library map picks the libraries to search first
         (hybrid and vector modes, when no library is named). ``project`` keeps the entries
-        of a project (its libraries, or `project:` in their frontmatter)."""
+        of a project (its libraries, or `project:` in their frontmatter). Superseded,
+        retired and archived entries are left out unless ``include_inactive``."""
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}", hint="use hybrid, bm25 or vector")
         limit = max(1, min(int(limit), 1000))
         query = query.replace("\x00", " ")
-        filters = self.filters(libraries, types, tags, since, project, not_types)
+        filters = self.filters(libraries, types, tags, since, project, not_types, include_inactive)
         result = SearchResult(query=query, mode=mode, hits=[])
         configured = {lib.name for lib in self.cfg.libraries}
         behind = [n for n in self.store.behind_analyzer(ANALYZER_VERSION) if n in configured]
@@ -580,7 +607,9 @@ class Searcher:
             query_vector = pending_vector.result()
             result.routed = self.route(query_vector) if query_vector is not None else None
             if result.routed is not None:
-                filters = self.filters(result.routed, types, tags, since, project, not_types)
+                filters = self.filters(
+                    result.routed, types, tags, since, project, not_types, include_inactive
+                )
 
         bm25_ids: list[int] = []
         analysis = self.analyse(query)
@@ -597,18 +626,22 @@ class Searcher:
         vector_hits: list[tuple[int, float]] = []
         if pending_vector is not None:
             self.vectors.refresh(self.store)
-            allowed = None
-            if not filters.only_libraries:
-                import numpy as np
+            import numpy as np
 
+            allowed = excluded = None
+            if not filters.only_libraries:
                 allowed = np.array(self.store.filtered_chunk_ids(filters), dtype=np.int64)
+            elif not include_inactive:  # the few inactive entries' chunks, not a list of all
+                excluded = np.array(
+                    self.store.inactive_chunk_ids(filters.library_ids), dtype=np.int64
+                )
             query_vector = pending_vector.result()
             if query_vector is None:
                 result.warnings.append(f"vector search unavailable: {self.embedder_error}")
             elif not len(self.vectors):
                 result.warnings.append("no vectors yet: run `brainmap reindex` to embed")
             else:
-                vector_hits = self.vectors.top(query_vector, depth, filters, allowed)
+                vector_hits = self.vectors.top(query_vector, depth, filters, allowed, excluded)
 
         rerank = self.cfg.rerank
         hits = self._fuse(
@@ -623,6 +656,75 @@ class Searcher:
         if floor and result.match == NONE and result.hits:
             result.hits = []  # nothing close: ten confident-looking hits would mislead
         return result
+
+    def search_expanded(
+        self,
+        query: str,
+        rewrites: list[str],
+        *,
+        limit: int = 10,
+        floor: bool = True,
+        libraries: list[str] | None = None,
+        **options: Any,
+    ) -> SearchResult:
+        """:meth:`search` of ``query`` and of each rewrite (keyword rewrites, paraphrases, a
+        HyDE passage), their hits fused by RRF, the query's own list weighing
+        ``EXPAND_QUERY_WEIGHT`` and each rewrite 1. Every hit is graded against ``query``
+        itself (its words, and its cosine with the query's vector), so the match level and
+        the floor say what they say without expansion: rewrites reorder and add hits, they
+        do not make a query that nothing matches match."""
+        folded = query.strip().casefold()
+        rewrites = list(dict.fromkeys(r.strip() for r in rewrites if r.strip()))
+        rewrites = [r for r in rewrites if r.casefold() != folded]
+        if not rewrites or not folded:
+            return self.search(query, limit=limit, floor=floor, libraries=libraries, **options)
+        depth = max(self.cfg.search.candidates, limit)
+        base = self.search(query, limit=depth, floor=False, libraries=libraries, **options)
+        # the rewrites search where the query was routed: one set of libraries
+        where = libraries or base.routed
+        lists = [base.hits]
+        for rewrite in rewrites:
+            found = self.search(rewrite, limit=depth, floor=False, libraries=where, **options)
+            lists.append(found.hits)
+            base.warnings += [w for w in found.warnings if w not in base.warnings]
+        weights = [EXPAND_QUERY_WEIGHT] + [1.0] * len(rewrites)
+        fused = rrf([[h.chunk_id for h in hits] for hits in lists], weights, self.cfg.search.rrf_k)
+        own = {h.chunk_id: h for h in base.hits}
+        found_by = {h.chunk_id: h for hits in reversed(lists[1:]) for h in hits}
+        hits: list[Hit] = []
+        for cid, score in fused[:limit]:
+            hit = own.get(cid) or found_by[cid]
+            hit.score = round(score, 6)
+            hits.append(hit)
+        self._regrade(query, [h for h in hits if h.chunk_id not in own], base, options)
+        base.hits = hits
+        base.expansions = rewrites
+        base.match = max((h.match for h in base.hits), key=LEVELS.index, default=NONE)
+        if floor and base.match == NONE and base.hits:
+            base.hits = []
+        return base
+
+    def _regrade(
+        self, query: str, hits: list[Hit], base: SearchResult, options: dict[str, Any]
+    ) -> None:
+        """Grade hits that a rewrite found as if ``query`` had: its words, its cosine with
+        each hit (ranks in the query's own lists: none), and snippets by its terms."""
+        similarity: dict[int, float] = {}
+        if hits and options.get("mode", "hybrid") != "bm25" and len(self.vectors):
+            vector = self.embed_query(query[:2000])  # from the query cache: just embedded
+            if vector is not None:
+                import numpy as np
+
+                ids = np.array([h.chunk_id for h in hits], dtype=np.int64)
+                similarity = dict(self.vectors.top(vector, len(hits), Filters(), ids))
+        for hit in hits:
+            hit.bm25_rank = hit.vector_rank = None
+            cosine = similarity.get(hit.chunk_id)
+            hit.similarity = None if cosine is None else round(cosine, 4)
+            hit.snippet = snippet(hit.text, base.terms)
+        # the query's own hits had a level only if its nearest vectors stood out, or its
+        # words are known: that is what the grade of the others needs to know too
+        self._grade(hits, self.analyse(query), standout=base.match != NONE)
 
     def _rerank(self, query: str, hits: list[Hit], warnings: list[str]) -> list[Hit]:
         """The hits reordered by the cross-encoder, blended with their fused order; the
@@ -760,6 +862,7 @@ class Searcher:
                 decay=round(decay, 4),
                 updated=row.updated,
                 source_rev=row.source_rev,
+                status=row.status,
             )
             for score, decay, row in scored[:limit]
         ]
@@ -792,11 +895,18 @@ def fuse(
 ) -> list[tuple[int, float]]:
     """Weighted Reciprocal Rank Fusion of the two ranked lists: ``(chunk id, score)``, best
     first (ties by chunk id, so that the order is stable)."""
+    vector_ids = [cid for cid, _ in vector_hits]
+    return rrf([bm25_ids, vector_ids], [bm25_weight, vector_weight], rrf_k)
+
+
+def rrf(lists: list[list[int]], weights: list[float], k: float) -> list[tuple[int, float]]:
+    """Weighted Reciprocal Rank Fusion of ranked lists of ids: each id scores the sum of
+    ``weight / (k + rank)`` over the lists holding it; ``(id, score)``, best first (ties by
+    id, so that the order is stable)."""
     scores: dict[int, float] = {}
-    for rank, cid in enumerate(bm25_ids, 1):
-        scores[cid] = bm25_weight / (rrf_k + rank)
-    for rank, (cid, _) in enumerate(vector_hits, 1):
-        scores[cid] = scores.get(cid, 0.0) + vector_weight / (rrf_k + rank)
+    for ids, weight in zip(lists, weights, strict=True):
+        for rank, cid in enumerate(ids, 1):
+            scores[cid] = scores.get(cid, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 

@@ -16,7 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # the op modules, in the order their ops are listed over HTTP and MCP
-MODULES = ("facts", "graph", "library", "health", "knowledge", "notes", "libmap", "agent")
+MODULES = (
+    "facts", "graph", "library", "health", "knowledge", "usage", "notes", "libmap", "agent", "reasoning",
+)  # fmt: skip
 _EXPORTS = {
     "brain": ("Brain",),
     "core": ("OPS", "Op", "describe_errors", "op", "served", "to_jsonable"),
@@ -25,26 +27,32 @@ _EXPORTS = {
               "VerifyInput", "audit", "backlinks", "git_import", "neighbors", "refs", "verify"),
     "health": ("EvalInput", "doctor", "eval_", "gc", "init", "stats"),
     "knowledge": ("GetInput", "SearchInput", "get", "search"),
-    "notes": ("IngestInput", "SaveInput", "ingest", "save"),
+    "usage": ("FeedbackInput", "PruneInput", "feedback", "prune"),
+    "notes": ("IngestInput", "SaveInput", "SupersedeInput", "ingest", "save", "supersede"),
     "libmap": ("MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_recompute",
                "map_text"),
+    "reasoning": ("BakeoffInput", "reasoner_bakeoff", "reasoner_status"),
     "library": ("LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NoInput", "ReindexInput",
-                "library_add", "library_list", "library_remove", "reindex"),
-    "agent": ("DiaryRollupInput", "HooksInput", "HooksRemoveInput", "HooksStatusInput", "HooksRemoveInput", "HooksStatusInput",
-              "diary_rollup", "hooks_install", "hooks_status", "hooks_uninstall"),
+                "SyncInput", "library_add", "library_list", "library_remove", "reindex", "sync"),
+    "agent": ("DiaryRollupInput", "DiarySummarizeInput", "HooksInput", "HooksRemoveInput", "HooksStatusInput", "HooksRemoveInput", "HooksStatusInput",
+              "diary_rollup", "diary_summarize", "hooks_install", "hooks_status",
+              "hooks_uninstall"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
-    "AskInput", "AuditInput", "BacklinksInput", "Brain", "CollectInput", "DiaryRollupInput",
+    "AskInput", "AuditInput", "BacklinksInput", "BakeoffInput", "Brain", "CollectInput",
+    "DiaryRollupInput", "DiarySummarizeInput",
     "EvalInput", "GetInput", "GitImportInput", "HooksInput", "HooksRemoveInput",
     "HooksStatusInput", "IngestInput", "LibraryAddInput",
     "LibraryInfo", "LibraryNameInput", "MapLibraryInput", "MapRecomputeInput", "NeighborsInput",
     "NoInput", "OPS", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput",
     "VerifyInput", "ask", "audit", "backlinks", "collect", "describe_errors", "diary_rollup",
-    "doctor", "eval_", "gc", "get", "get_map", "git_import", "hooks_install", "hooks_status",
+    "diary_summarize", "doctor", "eval_", "gc", "get", "get_map", "git_import", "hooks_install", "hooks_status",
     "hooks_uninstall", "ingest", "init", "library_add", "library_list", "library_remove", "map_",
-    "map_recompute", "map_text", "neighbors", "op", "refs", "reindex", "save", "search", "served",
-    "stats", "to_jsonable", "verify",
+    "map_recompute", "map_text", "neighbors", "op", "reasoner_bakeoff", "reasoner_status",
+    "refs", "reindex", "save", "search", "served", "SupersedeInput", "supersede",
+    "stats", "to_jsonable", "verify", "SyncInput", "sync",
+    "FeedbackInput", "PruneInput", "feedback", "prune",
 ]  # fmt: skip
 
 
@@ -76,10 +84,12 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from brainmap.ops.agent import (
         DiaryRollupInput,
+        DiarySummarizeInput,
         HooksInput,
         HooksRemoveInput,
         HooksStatusInput,
         diary_rollup,
+        diary_summarize,
         hooks_install,
         hooks_status,
         hooks_uninstall,
@@ -117,9 +127,13 @@ if TYPE_CHECKING:
         LibraryNameInput,
         NoInput,
         ReindexInput,
+        SyncInput,
         library_add,
         library_list,
         library_remove,
         reindex,
+        sync,
     )
     from brainmap.ops.notes import IngestInput, SaveInput, ingest, save
+    from brainmap.ops.reasoning import BakeoffInput, reasoner_bakeoff, reasoner_status
+    from brainmap.ops.usage import FeedbackInput, PruneInput, feedback, prune

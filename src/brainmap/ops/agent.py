@@ -29,7 +29,8 @@ from brainmap import derive, diary
 from brainmap.errors import UserError
 from brainmap.indexer import index_files
 from brainmap.ops.core import Brain, _Input, op
-from brainmap.ops.hook import EVENTS
+from brainmap.ops.hook import EVENTS, embed_later
+from brainmap.reasoner import Reasoner, Spent
 from brainmap.safefile import atomic_write, read_regular, slugify
 
 # (event, matcher, seconds): what `hooks install` writes. Claude Code's SessionEnd has a
@@ -564,24 +565,107 @@ class DiaryRollupReport:
 
     written: list[str]  # library:path of the rollups whose bytes changed
     projects: list[str]
+    reasoner: Spent | None = None  # the paragraphs' model calls; None without a reasoner
+
+
+def _diary_reasoner(brain: Brain) -> Reasoner | None:
+    """The reasoner for the diary's prose, or None when there is none or its use is off."""
+    cfg = brain.cfg
+    return Reasoner.of(cfg) if cfg.reasoner.enabled and cfg.reasoner.diary else None
+
+
+def _index_written(brain: Brain, written: list[diary.Written], *, embed: bool = True) -> None:
+    if written:
+        lib = brain.cfg.library(written[0].library)
+        index_files(brain.cfg, brain.store, lib, list(dict.fromkeys(w.path for w in written)),
+                    embed=embed)  # fmt: skip
+        derive.after_change_quietly(brain.cfg, brain.store, [lib.name], embed=embed)
 
 
 @op("diary_rollup", DiaryRollupInput, DiaryRollupReport, writes=True)
 def diary_rollup(brain: Brain, inp: DiaryRollupInput) -> DiaryRollupReport:
     """Write the weekly and monthly rollups of the diary (sessions, most-touched files,
     notes and decisions saved, errors that recurred, links to the days); a rollup is
-    rewritten only when its days changed."""
+    rewritten only when its days changed. With a reasoner (``[reasoner] diary``), a rollup
+    without one gets a summary paragraph that links the days it summarises; the model is
+    asked after the rollups are written and outside every lock, and a failure leaves the
+    rollups as they are (``reasoner.skipped`` says why)."""
     if inp.project and slugify(inp.project) not in diary.projects(brain.cfg):
         raise UserError(f"the diary has no project {inp.project!r}", status=404,
                         hint="brainmap diary rollup (every project)")  # fmt: skip
     kinds = ("week", "month") if inp.period == "both" else (inp.period,)
+    today = dt.date.today()
     written = diary.roll_up(
-        brain.cfg, completed_only=inp.completed, kinds=kinds, project=inp.project,
-        today=dt.date.today(),
+        brain.cfg, completed_only=inp.completed, kinds=kinds, project=inp.project, today=today,
     )  # fmt: skip
-    if written:
-        lib = brain.cfg.library(written[0].library)
-        index_files(brain.cfg, brain.store, lib, [w.path for w in written])
-        derive.after_change_quietly(brain.cfg, brain.store, [lib.name])
+    spent = None
+    reasoner = _diary_reasoner(brain)
+    if reasoner is not None:
+        with reasoner:
+            written += diary.write_rollup_prose(
+                brain.cfg, reasoner, project=inp.project, kinds=kinds,
+                completed_only=inp.completed, today=today,
+            )  # fmt: skip
+        spent = reasoner.spent
+    _index_written(brain, written)
     names = [inp.project] if inp.project else diary.projects(brain.cfg)
-    return DiaryRollupReport([f"{w.library}:{w.path}" for w in written], names)
+    paths = list(dict.fromkeys(f"{w.library}:{w.path}" for w in written))
+    return DiaryRollupReport(paths, names, spent)
+
+
+SUMMARY_DAYS = 3  # without --day, the project's last days with a section
+
+
+class DiarySummarizeInput(_Input):
+    """Which sections of the diary to summarise."""
+
+    project: str = Field(..., description="The project (as the diary names it).")
+    session: str | None = Field(
+        None, description="One session's sections; every session's when empty."
+    )
+    day: dt.date | None = Field(None, description="One day; the project's last days when empty.")
+    rollups: bool = Field(True, description="Also the completed rollups that have no paragraph.")
+    after_stop: bool = Field(
+        False, description="As the Stop hook's background run: index text only, then start the "
+        "background embedding ([hooks] background_embed).",
+    )  # fmt: skip
+
+
+@dataclass
+class DiarySummaryReport:
+    """The days and rollups that got the model's prose, and what it cost."""
+
+    written: list[str]  # library:path of the days and rollups written
+    reasoner: Spent | None = None  # None without a reasoner (nothing is written then)
+
+
+@op("diary_summarize", DiarySummarizeInput, DiarySummaryReport, writes=True)
+def diary_summarize(brain: Brain, inp: DiarySummarizeInput) -> DiarySummaryReport:
+    """Write what the diary lacks of the reasoner's prose: a 2-4 sentence ``- Summary:`` line
+    at the end of each section (of a session, or all) of a project's days, and the summary
+    paragraph of its completed rollups. A section or rollup that has one is left alone, so a
+    run again writes nothing. The Stop hook starts this in a detached process after it has
+    appended the session; without a reasoner it does nothing."""
+    reasoner = _diary_reasoner(brain)
+    if reasoner is None:
+        return DiarySummaryReport([])
+    slug = slugify(inp.project)
+    if slug not in diary.projects(brain.cfg):
+        raise UserError(f"the diary has no project {inp.project!r}", status=404)
+    if inp.day is not None:
+        days = [inp.day]
+    else:
+        lib = diary.diary_library(brain.cfg)
+        found = diary.days_of(lib.path / diary.project_folder(brain.cfg, inp.project))
+        days = [day for day, _ in list(found)[-SUMMARY_DAYS:]]
+    with reasoner:
+        written = diary.summarize_sessions(brain.cfg, reasoner, inp.project, days, inp.session)
+        if inp.rollups:
+            written += diary.write_rollup_prose(brain.cfg, reasoner, project=inp.project,
+                                                completed_only=True)  # fmt: skip
+    _index_written(brain, written, embed=not inp.after_stop)
+    if inp.after_stop and brain.cfg.hooks.background_embed:
+        lib = diary.diary_library(brain.cfg)
+        embed_later(brain, lib.name)
+    return DiarySummaryReport(list(dict.fromkeys(f"{w.library}:{w.path}" for w in written)),
+                              reasoner.spent)  # fmt: skip

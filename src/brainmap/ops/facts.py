@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brainmap import derive, websearch
+from brainmap import derive, websearch, written
 from brainmap.collectors import Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.embedding import ProgressFn
@@ -30,6 +30,7 @@ from brainmap.facts import (
 from brainmap.indexer import FACTS_NOT_READ
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, Caller, _Input, op
+from brainmap.reasoner import Spent, attempt
 from brainmap.safefile import read_regular
 
 Source = Literal["compose", "ssh", "yaml", "runtime", "narrative"]
@@ -277,6 +278,14 @@ class InfoSnippet:
 
 
 @dataclass
+class WrittenClaim:
+    """One claim of the written answer and the evidence it cites."""
+
+    text: str
+    sources: list[int]  # evidence numbers: 1 is the first fact, the info snippets follow
+
+
+@dataclass
 class AskResult:
     question: str
     answer: str | None  # the answer in a few words, when sources settle it (see _summary)
@@ -284,6 +293,11 @@ class AskResult:
     info: list[InfoSnippet]
     web: websearch.WebResult
     confirmed: bool = False  # two kinds of source state every value of the answer
+    # the reasoner's short answer ([reasoner] answer): claims citing the evidence, "... [1][3]",
+    # where [n] is the n-th of facts followed by info; never more authoritative than `answer`
+    written: str | None = None
+    claims: list[WrittenClaim] = field(default_factory=list)
+    reasoner: Spent | None = None  # what the written answer cost, or why it was skipped
 
 
 @op("ask", AskInput, AskResult, methods=("GET", "POST"))
@@ -291,7 +305,9 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
     """Answer a question from the facts first: assertions with their confidence (confirmed
     only when two independent sources agree) and evidence (path and line of each source);
     then notes that may support it, marked not confirmed; then, when no fact answers, a web
-    search as a possible second source (its status says when it was throttled or down)."""
+    search as a possible second source (its status says when it was throttled or down).
+    With a reasoner ([reasoner] answer), also a short written answer: claims that each cite
+    that evidence by number; the answer above stays the authoritative one."""
     facts: list[Fact] = []
     summary, confirmed = None, False
     if inp.root in (None, "facts"):
@@ -304,7 +320,7 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
         summary, confirmed = _summary(said)
     info: list[InfoSnippet] = []
     if inp.root in (None, "info"):
-        result = brain.searcher.search(inp.question, libraries=inp.library, limit=inp.limit)
+        found = brain.searcher.search(inp.question, libraries=inp.library, limit=inp.limit)
         info = [
             InfoSnippet(
                 h.library,
@@ -316,10 +332,33 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
                 h.snippet,
                 round(h.score, 6),
             )
-            for h in result.hits
+            for h in found.hits
         ]
     web = _web(brain, inp, answered=summary is not None)
-    return AskResult(inp.question, summary, facts, info, web, confirmed)
+    result = AskResult(inp.question, summary, facts, info, web, confirmed)
+    evidence = _evidence_lines(facts, info)
+    if evidence:  # nothing to cite: nothing to write, no call
+        claims, result.reasoner = attempt(
+            brain.cfg, "answer", lambda r: written.write(r, inp.question, evidence)
+        )
+        result.claims = [WrittenClaim(c.text, list(c.sources)) for c in claims or ()]
+        result.written = written.render(claims or ())
+        if claims is not None and not claims and result.reasoner is not None:
+            result.reasoner.skipped.append("answer: no claim cited the evidence given")
+    return result
+
+
+def _evidence_lines(facts: list[Fact], info: list[InfoSnippet]) -> dict[int, str]:
+    """The evidence of a written answer, numbered as ``AskResult.written`` cites it."""
+    lines: dict[int, str] = {}
+    for fact in facts:
+        where = ", ".join(f"{e.path}:{e.line}" if e.line else e.path for e in fact.evidence[:3])
+        lines[len(lines) + 1] = f"fact, {fact.confidence}: {fact.what} (sources: {where})"
+    for hit in info:
+        title = " / ".join(t for t in (hit.title, hit.heading) if t)
+        lines[len(lines) + 1] = (f"note, not confirmed, {hit.path}:{hit.line_start} {title}: "
+                                 f"{hit.snippet}")  # fmt: skip
+    return lines
 
 
 def _summary(said: Reply) -> tuple[str | None, bool]:

@@ -17,6 +17,7 @@ from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import LibraryInfo, NoInput, library_list
 from brainmap.search import Mode
 from brainmap.store import SCHEMA_VERSION, DatabaseBusyError, VectorCache
+from brainmap.usage import UsageSummary, summary
 
 # --- health ---------------------------------------------------------------------------------
 
@@ -42,6 +43,43 @@ class Stats:
     cache_vectors: int
     cache_bytes: int
     schema_version: int
+    reasoner: ReasonerStatus
+    usage: UsageSummary  # usage.db: since when, the most and least used entries
+
+
+@dataclass
+class ReasonerStatus:
+    """The optional LLM: whether one is configured, whether it answers, today's tokens."""
+
+    configured: bool
+    url: str = ""
+    model: str = ""
+    answers: bool | None = None  # None: not asked (none configured)
+    models: list[str] = field(default_factory=list)  # what the endpoint serves
+    latency_ms: float | None = None
+    error: str | None = None
+    tokens_today: int = 0
+    calls_today: int = 0
+    budget: int = 0
+    budget_left: int = 0
+
+
+def reasoner_status(brain: Brain) -> ReasonerStatus:
+    """Ask the configured reasoner's ``/models`` (a few seconds at most when it is down)."""
+    from brainmap.reasoner import Reasoner, ReasonerUnavailable
+
+    try:
+        reasoner = Reasoner.of(brain.cfg)
+    except ReasonerUnavailable:
+        return ReasonerStatus(configured=False)
+    with reasoner:
+        got = reasoner.status()
+    return ReasonerStatus(
+        configured=True, url=got["url"], model=got["model"], answers=got["answers"],
+        models=got.get("models", []), latency_ms=got.get("latency_ms"), error=got.get("error"),
+        tokens_today=got["tokens"], calls_today=got["calls"], budget=got["budget"],
+        budget_left=got["left"],
+    )  # fmt: skip
 
 
 def _size(path: Path) -> int:
@@ -90,6 +128,8 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         cache_vectors=cached,
         cache_bytes=_size(brain.cfg.cache_path),
         schema_version=store.schema_version(),
+        reasoner=reasoner_status(brain),
+        usage=summary(brain.cfg, store),
     )
 
 
@@ -124,6 +164,7 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               None if status == "available" else
               "fix `embedder` in config.toml (BM25 search works meanwhile)")
     )  # fmt: skip
+    checks.append(_reasoner_check(reasoner_status(brain)))
     version = store.schema_version()
     checks.append(
         Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
@@ -222,7 +263,37 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         Check("skipped", True, f"{len(skipped)} file(s) skipped or read with warnings",
               "fix the files, or exclude them with --exclude" if skipped else None, skipped)
     )  # fmt: skip
+    checks.append(_sync_check(brain))
     return DoctorReport(all(c.ok for c in checks), checks)
+
+
+def _sync_check(brain: Brain) -> Check:
+    """The notes a `brainmap sync` stopped on (recorded in the home), each with its fix."""
+    from brainmap.sync import conflicts
+
+    found = conflicts(brain.home)
+    items = [f"sync conflict in {c.library}: {c.path} — fix: {c.fix}" for c in found]
+    return Check("sync", not found,
+                 "no sync conflict" if not found else f"{len(found)} note(s) in conflict",
+                 "edit each note, delete the remote's copy (in the home's conflicts/ folder), "
+                 "run `brainmap sync`" if found else None, items[:MAX_ITEMS])  # fmt: skip
+
+
+def _reasoner_check(status: ReasonerStatus) -> Check:
+    if not status.configured:
+        return Check("reasoner", True, "none configured: tags from similar entries, no query "
+                     "expansion, diary and answers without prose (see README.md#reasoner)")  # fmt: skip
+    spent = f"{status.tokens_today:,} of {status.budget:,} tokens used today"
+    if not status.answers:
+        return Check("reasoner", False, f"{status.url} does not answer: {status.error}",
+                     "start the model server, fix [reasoner] url, or leave url empty "
+                     "(every command works without it)")  # fmt: skip
+    served = "" if not status.models or status.model in status.models else (
+        f"; it serves {', '.join(status.models[:5])}, not {status.model!r}"
+    )  # fmt: skip
+    return Check("reasoner", True, f"{status.model or '(no model named)'} at {status.url} answers "
+                 f"in {status.latency_ms:g} ms; {spent}{served}",
+                 "raise [reasoner] daily_token_budget" if not status.budget_left else None)  # fmt: skip
 
 
 @dataclass

@@ -73,14 +73,23 @@ def hook(brain: Brain, event: HookEvent) -> HookReply:
             return reply
         if not probe:
             _roll_up(brain, reply)
-        reply.context = hooks.session_context(brain.cfg, brain.store, project)
+        served: list[tuple[str, str, str]] = []
+        reply.context = hooks.session_context(brain.cfg, brain.store, project, served=served)
+        _record_served(brain, served, "SessionStart", probe)
         return reply
     if event.event == "PreToolUse":
-        return HookReply(_file_context(brain, project, event))
+        served = []
+        context = _file_context(brain, project, event, served)
+        target = event.tool_input.get("file_path") or event.tool_input.get("notebook_path")
+        _record_served(brain, served, f"{event.tool} {target}", probe)
+        return HookReply(context)
     if event.event == "UserPromptSubmit":
         if not settings.prompt or not event.prompt:
             return HookReply()
-        return HookReply(hooks.prompt_context(brain.cfg, brain.store, project, event.prompt))
+        served = []
+        context = hooks.prompt_context(brain.cfg, brain.store, project, event.prompt, served)
+        _record_served(brain, served, event.prompt, probe)
+        return HookReply(context)
     if event.event in ("Stop", "SessionEnd"):
         if not settings.stop or event.stop_hook_active or not event.session_id:
             return HookReply()
@@ -93,7 +102,22 @@ def hook(brain: Brain, event: HookEvent) -> HookReply:
     return HookReply()
 
 
-def _file_context(brain: Brain, project: Project, event: HookEvent) -> str:
+def _record_served(
+    brain: Brain, served: list[tuple[str, str, str]], query: str, probe: bool
+) -> None:
+    """Record the entries a hook injected, written now: a hook process ends with
+    ``os._exit`` (no exit flush), and it never waits long for a busy ``usage.db``."""
+    if not served or probe or not brain.cfg.usage.enabled:
+        return
+    from brainmap import usage
+
+    usage.served(brain.cfg, served, query, "hook")
+    usage.flush(brain.cfg)
+
+
+def _file_context(
+    brain: Brain, project: Project, event: HookEvent, served: list[tuple[str, str, str]]
+) -> str:
     from brainmap import hooks
 
     args = event.tool_input
@@ -102,11 +126,14 @@ def _file_context(brain: Brain, project: Project, event: HookEvent) -> str:
         return ""
     path = Path(raw) if os.path.isabs(raw) else event.cwd / raw
     if event.tool in READ_TOOLS and brain.cfg.hooks.pre_read:
-        return hooks.file_context(brain.cfg, brain.store, project, path, writing=False)
+        return hooks.file_context(
+            brain.cfg, brain.store, project, path, writing=False, served=served
+        )
     if event.tool in WRITE_TOOLS and brain.cfg.hooks.pre_write:
         return hooks.file_context(
-            brain.cfg, brain.store, project, path, writing=True, new_text=written_text(args)
-        )
+            brain.cfg, brain.store, project, path, writing=True, new_text=written_text(args),
+            served=served,
+        )  # fmt: skip
     return ""
 
 
@@ -134,7 +161,11 @@ def record_session(brain: Brain, project: Project, event: HookEvent) -> str | No
     lib = brain.cfg.library(appended.library)
     index_files(brain.cfg, brain.store, lib, [appended.path], embed=False)
     derive.after_change_quietly(brain.cfg, brain.store, [lib.name], embed=False)
-    if brain.cfg.hooks.background_embed:
+    reasoner = brain.cfg.reasoner
+    if reasoner.enabled and reasoner.diary:
+        # the summary is the model's: never on the hook's time (that run embeds afterwards)
+        summarize_later(brain, project.name, event.session_id, appended.path)
+    elif brain.cfg.hooks.background_embed:
         embed_later(brain, lib.name)
     return f"{lib.name}:{appended.path}"
 
@@ -160,21 +191,39 @@ def embed_later(brain: Brain, library: str) -> None:
     """Embed what a hook indexed, in a detached process (it outlives the hook and never
     holds the agent's pipes): ``brainmap reindex LIBRARY``, one at a time (a running one
     embeds what later turns add too, as the reindex it does covers them)."""
-    import subprocess
-
     pid_file = brain.home / "state" / "embed-later.pid"
     if _alive(pid_file):
         return
+    pid = _detached(brain, ["reindex", library])
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(str(pid))
+
+
+def summarize_later(brain: Brain, project: str, session: str, day_path: str) -> None:
+    """Have the reasoner summarise the session's new section, in a detached process that
+    starts after the hook has appended it and outlives the hook: ``brainmap diary
+    summarize`` (then the background embedding, when ``background_embed``). One per Stop:
+    runs for one session take turns, and each writes only the summaries still missing."""
+    year, month, name = day_path.rsplit("/", 3)[1:]
+    args = ["diary", "summarize", f"--project={project}", f"--session={session}",
+            f"--day={year}-{month}-{name.removesuffix('.md')}", "--after-stop"]  # fmt: skip
+    _detached(brain, args)
+
+
+def _detached(brain: Brain, args: list[str]) -> int:
+    """Start ``brainmap --home HOME ARGS`` in a process of its own session (it never holds
+    the agent's pipes), its output going to ``logs/background.log``; returns its pid."""
+    import subprocess
+
     log_path = brain.home / "logs" / "background.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "brainmap", "--home", str(brain.home), "reindex", library],
+            [sys.executable, "-m", "brainmap", "--home", str(brain.home), *args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True,
         )  # fmt: skip
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(str(child.pid))
+    return child.pid
 
 
 def _alive(pid_file: Path) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,11 +13,12 @@ from pydantic import (
     field_validator,
 )
 
+from brainmap import usage
 from brainmap.config import (
     scope_label,
 )
 from brainmap.errors import UserError
-from brainmap.ops.core import Brain, _Input, op
+from brainmap.ops.core import Brain, Caller, _Input, op
 from brainmap.search import Mode, SearchResult, parse_since
 
 # --- search and get -------------------------------------------------------------------------
@@ -56,6 +57,18 @@ class SearchInput(_Input):
         description="Attach provenance to each hit: 1 its file, 2 also the commits that "
         "changed it (after git-import), 3 also their authors.",
     )  # fmt: skip
+    expand: bool | None = Field(
+        None,
+        description="Also search the reasoner's rewrites of the query (keywords, paraphrases, "
+        "a hypothetical answer) and fuse them: one model call, a second or more. Null: the "
+        "config default ([reasoner] expand). Without a reasoner the plain hits, and "
+        "'reasoner.skipped' says why.",
+    )
+    include_inactive: bool = Field(
+        False,
+        description="Also superseded, retired and archived entries (left out by default); "
+        "each hit's 'status' says which.",
+    )
 
     @field_validator("since", mode="before")
     @classmethod
@@ -69,7 +82,7 @@ class SearchInput(_Input):
 
 
 @op("search", SearchInput, SearchResult, methods=("GET", "POST"))
-def search(brain: Brain, inp: SearchInput) -> SearchResult:
+def search(brain: Brain, inp: SearchInput, caller: Caller = "cli") -> SearchResult:
     """Search the knowledge brain: the markdown notes of every library (gotchas, decisions,
     patterns, guides, diaries), with hybrid keyword + semantic ranking, in any language.
     Search first, before answering questions about these projects or repeating work.
@@ -83,6 +96,7 @@ def search(brain: Brain, inp: SearchInput) -> SearchResult:
     return find(
         brain, inp.query, library=inp.library, type=inp.type, tag=inp.tag, since=since,
         limit=inp.limit, mode=inp.mode, route=inp.route, hop=inp.hop, project=inp.project,
+        expand=inp.expand, include_inactive=inp.include_inactive, caller=caller,
     )  # fmt: skip
 
 
@@ -116,6 +130,11 @@ class EntryInfo:
     meta: dict[str, Any]
     warnings: list[str]
     chunks: list[ChunkInfo]
+    # active, superseded, retired or archived; and the entries on either side of a
+    # supersession (id, library, path, title, status)
+    status: str = "active"
+    superseded_by: list[dict[str, str]] = field(default_factory=list)
+    supersedes: list[dict[str, str]] = field(default_factory=list)
 
 
 class GetInput(_Input):
@@ -123,7 +142,7 @@ class GetInput(_Input):
 
 
 @op("get", GetInput, EntryInfo, methods=("GET",), path="/get/{ref:path}")
-def get(brain: Brain, inp: GetInput) -> EntryInfo:
+def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
     """Fetch one whole entry, by the id of a search hit or as 'library:path': its metadata
     (type, tags, dates, provenance) and all its chunks with line ranges. Use it after search
     when a hit looks relevant and you need the rest of the entry."""
@@ -134,6 +153,12 @@ def get(brain: Brain, inp: GetInput) -> EntryInfo:
         )
     row = brain.store.entry(found[0])
     assert row is not None
+    usage.opened(brain.cfg, row["id"], row["library"], row["path"], caller)
+    links = brain.store.supersession(found[0])
+    row["warnings"] += [
+        f"{u['role']}: {u['library']}:{u['slug']} names no indexed entry"
+        for u in links["unresolved"]
+    ]
     chunks = [
         ChunkInfo(c.ord, c.heading, c.line_start, c.line_end, c.text)
         for c in brain.store.entry_chunks(found[0])
@@ -146,7 +171,8 @@ def get(brain: Brain, inp: GetInput) -> EntryInfo:
         project=row["project"], created=row["created"], last_verified=row["last_verified"],
         updated=row["updated"], observed_at=row["observed_at"], source_rev=row["source_rev"],
         content_hash=row["content_hash"], meta=row["meta"], warnings=row["warnings"],
-        chunks=chunks,
+        chunks=chunks, status=row["status"], superseded_by=links["superseded_by"],
+        supersedes=links["supersedes"],
     )  # fmt: skip
 
 

@@ -21,9 +21,10 @@ from brainmap.config import (
 )
 from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.indexer import ReindexReport
+from brainmap.indexer import LibraryReport, ReindexReport
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, _Input, op
+from brainmap.sync import SyncReport
 
 # --- libraries ------------------------------------------------------------------------------
 
@@ -228,3 +229,70 @@ def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None)
         )
     report.facts_paired, report.map, report.rollups = done.facts_paired, done.map, done.rollups
     return report
+
+
+# --- sync -----------------------------------------------------------------------------------
+
+
+class SyncInput(_Input):
+    library: str | None = Field(
+        None, description="The library to sync; by default the global one ([save] library)."
+    )
+    embed: bool = Field(True, description="Compute the embeddings of what the merge brought.")
+    backend: Literal["auto", "git", "pygit2"] = Field(
+        "auto", description="The git binary when there is one (auto), or pygit2."
+    )
+
+
+@dataclass
+class SyncResult(SyncReport):
+    """What the sync did in git, then what the reindex of the library did."""
+
+    index: LibraryReport | None = None
+    map: list[str] = field(default_factory=list)  # libraries whose map block was recomputed
+
+
+@op("sync", SyncInput, SyncResult, writes=True)
+def sync(brain: Brain, inp: SyncInput) -> SyncResult:
+    """Commit the library's changes (saves, ingests, diary), merge its remote's branch (the
+    diary merges by union), push; then reindex it. CLI only: it runs git as the user."""
+    from brainmap.sync import summarize, sync_library
+
+    cfg = brain.cfg
+    lib = cfg.library(inp.library or cfg.save.library)
+    # the index and the rollups of completed periods first, so that the commit holds them
+    # (outside the library's lock: a reindex takes the home's write lock first)
+    indexed, maps, _ = _reindex_one(brain, lib.name, inp.embed)
+    report = sync_library(cfg, lib, backend=inp.backend)
+    if report.pulled_commits and not report.conflicts:
+        indexed, more_maps, rollups = _reindex_one(brain, lib.name, inp.embed)
+        maps += [name for name in more_maps if name not in maps]
+        if rollups and not report.offline:
+            # rendered again from the merged days: committed and pushed now, so that a sync
+            # leaves the library clean (once: the remote may move on for ever)
+            more = sync_library(cfg, lib, backend=inp.backend)
+            report.committed += [p for p in more.committed if p not in report.committed]
+            report.commit = more.commit or report.commit
+            report.pulled_commits += more.pulled_commits
+            report.pulled_files += [p for p in more.pulled_files if p not in report.pulled_files]
+            report.pushed = report.pushed or more.pushed
+            report.conflicts, report.offline = more.conflicts, more.offline
+            report.message = more.message if more.offline or more.conflicts else summarize(report)
+            if more.pulled_commits and not more.conflicts:
+                indexed, more_maps, _ = _reindex_one(brain, lib.name, inp.embed)
+                maps += [name for name in more_maps if name not in maps]
+    result = SyncResult(**vars(report))
+    result.index = indexed
+    result.map = maps
+    return result
+
+
+def _reindex_one(
+    brain: Brain, name: str, embed: bool
+) -> tuple[LibraryReport | None, list[str], list[str]]:
+    """Reindex one library and run the after-change step with rollups: (its report, the
+    libraries given a new map block, the rollups written in it)."""
+    with derive.changing(brain.cfg, brain.store, [name], embed=embed, rollups=True) as done:
+        report = run_reindex(brain.cfg, brain.store, [name], embed=embed)
+    rollups = [r for r in done.rollups if r.startswith(f"{name}:")]
+    return next(iter(report.libraries), None), done.map, rollups

@@ -29,6 +29,7 @@ from brainmap.store.records import (
     ObservationRecord,
     PendingChunk,
 )
+from brainmap.store.usage import EntryUsage, IndexedEntry, UsageEvent, UsageStore, indexed_entries
 
 __all__ = [
     "ALIAS_OF",
@@ -61,5 +62,10 @@ __all__ = [
     "PendingChunk",
     "Store",
     "VectorCache",
+    "EntryUsage",
+    "IndexedEntry",
+    "UsageEvent",
+    "UsageStore",
+    "indexed_entries",
     "connect",
 ]

@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -313,6 +313,32 @@ WHEN new.seq % {VEC_LOG_PRUNE_EVERY} = 0 BEGIN
 END;
 """
 
+# v7: supersession and status. ``file_status`` is what an entry's own file says (active,
+# retired, or archived under ``archive/``); ``status`` is the effective one: that, else
+# 'superseded' when another entry's ``supersedes`` names it or its own ``superseded_by`` names
+# an entry that is indexed. The links each entry's frontmatter states live in ``supersession``
+# (owned by that entry, so a deleted NEW un-supersedes OLD); the store recomputes the statuses
+# they touch in the same transaction.
+# Default search leaves out every entry not active: the partial index finds those few at once.
+# Entries whose frontmatter may say any of this are read again by the next reindex.
+_SCHEMA_V7 = """
+ALTER TABLE entry ADD COLUMN file_status TEXT NOT NULL DEFAULT 'active';
+ALTER TABLE entry ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
+CREATE INDEX entry_inactive ON entry(status) WHERE status != 'active';
+CREATE TABLE supersession(
+  entry_id TEXT NOT NULL REFERENCES entry(id) ON DELETE CASCADE,
+  role TEXT NOT NULL CHECK (role IN ('supersedes', 'superseded_by')),
+  library TEXT NOT NULL,
+  slug TEXT NOT NULL,
+  PRIMARY KEY(entry_id, role, library, slug)
+) WITHOUT ROWID;
+CREATE INDEX supersession_target ON supersession(slug, library, role);
+UPDATE entry SET mtime_ns = 0, content_hash = ''
+WHERE path LIKE 'archive/%' OR json_extract(meta, '$.supersedes') IS NOT NULL
+   OR json_extract(meta, '$.superseded_by') IS NOT NULL
+   OR json_extract(meta, '$.status') IS NOT NULL;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
 MIGRATIONS: dict[int, str] = {
@@ -322,6 +348,7 @@ MIGRATIONS: dict[int, str] = {
     4: _SCHEMA_V4,
     5: _SCHEMA_V5,
     6: _SCHEMA_V6,
+    7: _SCHEMA_V7,
 }
 
 

@@ -15,6 +15,11 @@ from brainmap.store.db import marks
 from brainmap.store.records import EdgeRecord, FactRow, NodeRecord, ObservationRecord
 
 FACTS_ROOT = "facts"
+# an observation is evidence unless its entry is superseded, retired or archived
+_COUNTS = (
+    "(o.entry_id IS NULL OR NOT EXISTS (SELECT 1 FROM entry x WHERE x.id = o.entry_id "
+    "AND x.status != 'active'))"
+)
 
 _FACT_SELECT = """
 SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
@@ -78,10 +83,13 @@ class FactStore:
             self._put_observations("unit", unit, library_id, records, replace=True)
 
     def observations(self, library_id: int) -> list[ObservationRecord]:
+        """The observations that count as evidence: those of a superseded, retired or
+        archived entry do not (they confirm nothing)."""
         rows = self._rows(
             "SELECT o.subject, o.predicate, o.object, o.kind, o.method, o.path, o.line, "
             "o.observed_at, o.source_rev, o.props, l.name FROM observation o "
-            "JOIN library l ON l.id = o.library_id WHERE o.library_id = ? ORDER BY o.id",
+            f"JOIN library l ON l.id = o.library_id WHERE o.library_id = ? AND {_COUNTS} "
+            "ORDER BY o.id",
             (library_id,),
         )
         return [
@@ -90,10 +98,11 @@ class FactStore:
         ]
 
     def observation_digest(self, library_id: int) -> str:
-        """Changes whenever an observation of the library is added or removed."""
+        """Changes whenever an observation of the library that counts as evidence is added
+        or removed (also by its entry's status changing)."""
         row = self._rows(
-            "SELECT count(*), coalesce(sum(id), 0), coalesce(max(id), 0) FROM observation "
-            "WHERE library_id = ?",
+            "SELECT count(*), coalesce(sum(o.id), 0), coalesce(max(o.id), 0) FROM observation o "
+            f"WHERE o.library_id = ? AND {_COUNTS}",
             (library_id,),
         )[0]
         return f"{row[0]}:{row[1]}:{row[2]}"

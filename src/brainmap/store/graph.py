@@ -387,11 +387,13 @@ class GraphStore(FactStore):
         self, before: str, library_ids: Sequence[int], project: str | None = None
     ) -> list[tuple[str, ...]]:
         """(entry id, library, path, last_verified) of entries verified before ``before``, in
-        the libraries given (or, with ``project``, also saying `project: <name>`)."""
+        the libraries given (or, with ``project``, also saying `project: <name>`); active
+        ones only (a superseded, retired or archived entry is not worth re-verifying)."""
         either = " OR e.project = ?" if project is not None else ""
         rows = self._rows(
             "SELECT e.id, l.name, e.path, e.last_verified FROM entry e "
             "JOIN library l ON l.id = e.library_id WHERE e.last_verified < ? "
+            "AND e.status = 'active' "
             f"AND (e.library_id IN ({marks(len(library_ids))}){either}) ORDER BY e.last_verified",
             (before, *library_ids, *([project] if project is not None else [])),
         )

@@ -20,6 +20,7 @@ from brainmap.store.db import (
     immediate,
     marks,
     migrate,
+    slug_of,
     user_version,
 )
 from brainmap.store.graph import GraphStore
@@ -42,6 +43,13 @@ from brainmap.store.records import (
 _INSERT_FTS = "INSERT INTO chunk_fts(rowid, title, heading, body, forms) VALUES (?,?,?,?,?)"
 
 
+def _json(value: list[Any] | dict[str, Any]) -> str:
+    # most entries have no tags, aliases, meta or warnings: skip the encoder for those
+    if not value:
+        return "{}" if isinstance(value, dict) else "[]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _fts_row(ch: ChunkRecord) -> tuple[int, str, str, str, str]:
     return (ch.id, ch.fts_title, ch.fts_heading, ch.fts_body, ch.fts_forms)
 
@@ -55,6 +63,11 @@ class Store(GraphStore, MapStore):
         self._lock = threading.RLock()
         self._depth = 0
         self._pending = []
+        # full-text rows waiting for the end of the transaction, as (entry id, row). FTS5
+        # writes its pending terms out as a new segment whenever a later statement opens a
+        # statement journal (every entry or chunk insert does), so rows inserted one file at
+        # a time left one tiny segment per file to merge; together they make one per batch.
+        self._text_rows: list[tuple[str, tuple[int, str, str, str, str]]] = []
         try:
             migrate(self.conn)
         except BaseException:
@@ -85,13 +98,23 @@ class Store(GraphStore, MapStore):
             try:
                 with immediate(self.conn):
                     yield
+                    self._flush_text()
                     self._flush_graph()
             finally:
                 self._depth = 0
                 self._pending = []
+                self._text_rows = []
+
+    def _flush_text(self) -> None:
+        """Insert the buffered full-text rows: before a commit, and before any statement
+        that reads the full-text index or deletes chunks in the same transaction."""
+        if self._text_rows:
+            rows, self._text_rows = self._text_rows, []
+            self.conn.executemany(_INSERT_FTS, [row for _, row in rows])
 
     def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
+            self._flush_text()
             return self.conn.execute(sql, params).fetchall()
 
     def _one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
@@ -130,8 +153,10 @@ class Store(GraphStore, MapStore):
                 "WHERE l.name = ?",
                 (name,),
             )
+            self._flush_text()
             self._flush_graph()
             self.conn.execute("DELETE FROM library WHERE name = ?", (name,))
+            self._restatus(None)  # its entries may have superseded others' (rare: all of them)
         return int(count or 0)
 
     def mark_indexed(
@@ -221,11 +246,14 @@ class Store(GraphStore, MapStore):
                 c = self.conn
                 if new and c.execute("SELECT 1 FROM entry WHERE id = ?", (entry.id,)).fetchall():
                     new = False  # indexed meanwhile (a save while a reindex runs)
+                if not new:
+                    self._flush_text()  # its old chunks' rows may still be in the buffer
                 c.execute(
                     "INSERT INTO entry(id, library_id, path, title, type, project, tags, aliases, "
                     "created, last_verified, updated, content_hash, mtime_ns, size, indexed_ns, "
-                    "observed_at, source_rev, meta, warnings, slug, blob, language) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                    "observed_at, source_rev, meta, warnings, slug, blob, language, file_status) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT(id) DO UPDATE SET "
                     "library_id=excluded.library_id, path=excluded.path, title=excluded.title, "
                     "type=excluded.type, project=excluded.project, tags=excluded.tags, "
                     "aliases=excluded.aliases, created=excluded.created, "
@@ -234,18 +262,18 @@ class Store(GraphStore, MapStore):
                     "size=excluded.size, indexed_ns=excluded.indexed_ns, "
                     "observed_at=excluded.observed_at, source_rev=excluded.source_rev, "
                     "meta=excluded.meta, warnings=excluded.warnings, slug=excluded.slug, "
-                    "blob=excluded.blob, language=excluded.language",
+                    "blob=excluded.blob, language=excluded.language, "
+                    "file_status=excluded.file_status",
                     (
                         entry.id, entry.library_id, entry.path, entry.title, entry.type,
-                        entry.project, json.dumps(entry.tags, ensure_ascii=False),
-                        json.dumps(entry.aliases, ensure_ascii=False), entry.created,
+                        entry.project, _json(entry.tags), _json(entry.aliases), entry.created,
                         entry.last_verified, entry.updated, entry.content_hash, entry.mtime_ns,
                         entry.size, entry.indexed_ns, entry.observed_at, entry.source_rev,
-                        json.dumps(entry.meta, ensure_ascii=False),
-                        json.dumps(entry.warnings, ensure_ascii=False), entry.slug, entry.blob,
-                        entry.language,
+                        _json(entry.meta), _json(entry.warnings), entry.slug, entry.blob,
+                        entry.language, entry.file_status,
                     ),
                 )  # fmt: skip
+                self._put_supersession(entry, new)
                 if graph is not None:
                     self._put_graph("entry_id", entry.id, entry.library_id, graph, replace=not new)
                 if observations is not None:
@@ -279,7 +307,7 @@ class Store(GraphStore, MapStore):
                         )
                         if rewrite:
                             c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
-                            c.execute(_INSERT_FTS, _fts_row(ch))
+                            self._text_rows.append((entry.id, _fts_row(ch)))
                         continue
                     if ch.id in old:
                         c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
@@ -289,12 +317,13 @@ class Store(GraphStore, MapStore):
                         (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
                          ch.embed_hash),
                     )  # fmt: skip
-                    c.execute(_INSERT_FTS, _fts_row(ch))
+                    self._text_rows.append((entry.id, _fts_row(ch)))
 
             except Exception:
                 # inside a batch the transaction goes on: leave no half-written entry
                 # for it to commit (no row at all, so the next reindex reads the file)
                 self._pending = [p for p in self._pending if p[1] != entry.id]
+                self._text_rows = [r for r in self._text_rows if r[0] != entry.id]
                 with suppress(apsw.Error):
                     c.execute("DELETE FROM entry WHERE id = ?", (entry.id,))
                 raise
@@ -302,8 +331,153 @@ class Store(GraphStore, MapStore):
     def delete_entries(self, entry_ids: Sequence[str]) -> None:
         """Delete entries; chunks, FTS rows, vectors, tags and edges go with them."""
         with self.write():
-            self._flush_graph()  # rows buffered for these entries must go too, not fail later
+            self._flush_text()  # rows buffered for these entries must go too, not fail later
+            self._flush_graph()
+            touched = self._supersession_neighbours(entry_ids)
             self.conn.executemany("DELETE FROM entry WHERE id = ?", [(i,) for i in entry_ids])
+            self._restatus(touched)
+
+    # supersession and status
+
+    # the effective status of entry ``x`` (see _SCHEMA_V7): its file's, else superseded when
+    # another entry claims it, or it names an indexed entry as its replacement
+    _STATUS = """CASE WHEN x.file_status != 'active' THEN x.file_status
+  WHEN EXISTS (SELECT 1 FROM supersession s WHERE s.role = 'supersedes' AND s.slug = x.slug
+    AND s.library = (SELECT name FROM library WHERE id = x.library_id) AND s.entry_id != x.id)
+  THEN 'superseded'
+  WHEN EXISTS (SELECT 1 FROM supersession s JOIN library l ON l.name = s.library
+    JOIN entry n ON n.library_id = l.id AND n.slug = s.slug
+    WHERE s.entry_id = x.id AND s.role = 'superseded_by' AND n.id != x.id)
+  THEN 'superseded'
+  ELSE 'active' END"""
+
+    def _put_supersession(self, entry: EntryRecord, new: bool) -> None:
+        """Replace the links an entry's frontmatter states and recompute the statuses they
+        touch: its own, those of the entries it names (before and now), and of those that
+        name it as their replacement (in the caller's transaction)."""
+        library = str(self._one("SELECT name FROM library WHERE id = ?", (entry.library_id,)))
+        links = {
+            (role, *_target(ref, library))
+            for role, refs in (
+                ("supersedes", entry.supersedes),
+                ("superseded_by", entry.superseded_by),
+            )
+            for ref in refs
+        }
+        touched = self._supersession_neighbours([entry.id]) if not new else set()
+        if not new:
+            self.conn.execute("DELETE FROM supersession WHERE entry_id = ?", (entry.id,))
+        if links:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO supersession(entry_id, role, library, slug) "
+                "VALUES (?, ?, ?, ?)",
+                [(entry.id, *link) for link in links],
+            )
+            touched |= self._supersession_neighbours([entry.id])
+        elif new:
+            touched |= self._named_by_replacement(library, entry.slug)
+        self._restatus(touched | {entry.id})
+
+    def _supersession_neighbours(self, entry_ids: Sequence[str]) -> set[str]:
+        """The entries whose status may change with these: those they claim to supersede,
+        and those that name them as their replacement."""
+        out: set[str] = set()
+        for part in batched(list(entry_ids)):
+            out.update(
+                str(r[0])
+                for r in self.conn.execute(
+                    "SELECT o.id FROM supersession s JOIN library l ON l.name = s.library "
+                    "JOIN entry o ON o.library_id = l.id AND o.slug = s.slug "
+                    f"WHERE s.role = 'supersedes' AND s.entry_id IN ({marks(len(part))}) "
+                    "UNION SELECT s.entry_id FROM entry e JOIN library l ON l.id = e.library_id "
+                    "JOIN supersession s ON s.slug = e.slug AND s.library = l.name "
+                    f"AND s.role = 'superseded_by' WHERE e.id IN ({marks(len(part))})",
+                    [*part, *part],
+                )
+            )
+        return out
+
+    def _named_by_replacement(self, library: str, slug: str) -> set[str]:
+        return {
+            str(r[0])
+            for r in self.conn.execute(
+                "SELECT entry_id FROM supersession WHERE slug = ? AND library = ? "
+                "AND role = 'superseded_by'",
+                (slug, library),
+            )
+        }
+
+    def _restatus(self, entry_ids: Iterable[str] | None) -> None:
+        """Recompute the effective status of these entries (None: of every entry)."""
+        if entry_ids is None:
+            self.conn.execute(
+                f"UPDATE entry AS x SET status = {self._STATUS} WHERE status != {self._STATUS}"
+            )
+            return
+        for part in batched(sorted(entry_ids)):
+            self.conn.execute(
+                f"UPDATE entry AS x SET status = {self._STATUS} "
+                f"WHERE id IN ({marks(len(part))}) AND status != {self._STATUS}",
+                part,
+            )
+
+    def restatus_all(self) -> int:
+        """Recompute every entry's status (after a library is removed); return the changes."""
+        with self.write():
+            self._restatus(None)
+            return int(self.conn.changes())
+
+    def inactive_chunk_ids(self, library_ids: Sequence[int] | None = None) -> list[int]:
+        """Chunks of entries that are not active (superseded, retired, archived)."""
+        where, params = _scope(library_ids, None)
+        return [
+            int(r[0])
+            for r in self._rows(
+                "SELECT c.id FROM entry e JOIN chunk c ON c.entry_id = e.id "
+                f"WHERE e.status != 'active'{where}",
+                params,
+            )
+        ]
+
+    def supersession(self, entry_id: str) -> dict[str, list[dict[str, str]]]:
+        """What replaced an entry (``superseded_by``: the entries claiming it, and those its
+        own frontmatter names) and what it replaced (``supersedes``), as indexed entries
+        (id, library, path, title, status); ``unresolved`` lists what names no entry."""
+        rows = self._rows(
+            "SELECT 'superseded_by', n.id, l.name, n.path, n.title, n.status "
+            "FROM entry x JOIN library xl ON xl.id = x.library_id "
+            "JOIN supersession s ON s.role = 'supersedes' AND s.slug = x.slug "
+            "AND s.library = xl.name JOIN entry n ON n.id = s.entry_id "
+            "JOIN library l ON l.id = n.library_id WHERE x.id = ?1 AND n.id != x.id "
+            "UNION SELECT CASE s.role WHEN 'supersedes' THEN 'supersedes' "
+            "ELSE 'superseded_by' END, n.id, l.name, n.path, n.title, n.status "
+            "FROM supersession s JOIN library l ON l.name = s.library "
+            "JOIN entry n ON n.library_id = l.id AND n.slug = s.slug "
+            "WHERE s.entry_id = ?1 AND n.id != ?1 "
+            "UNION SELECT 'supersedes', n.id, l.name, n.path, n.title, n.status "
+            "FROM entry x JOIN library xl ON xl.id = x.library_id "
+            "JOIN supersession s ON s.role = 'superseded_by' AND s.slug = x.slug "
+            "AND s.library = xl.name JOIN entry n ON n.id = s.entry_id "
+            "JOIN library l ON l.id = n.library_id WHERE x.id = ?1 AND n.id != x.id",
+            (entry_id,),
+        )
+        out: dict[str, list[dict[str, str]]] = {
+            "supersedes": [],
+            "superseded_by": [],
+            "unresolved": [],
+        }
+        for role, eid, library, path, title, status in sorted(rows, key=lambda r: (r[2], r[3])):
+            item = {"id": eid, "library": library, "path": path, "title": title, "status": status}
+            if item not in out[role]:
+                out[role].append(item)
+        for role, library, slug in self._rows(
+            "SELECT s.role, s.library, s.slug FROM supersession s WHERE s.entry_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM library l JOIN entry n ON n.library_id = l.id "
+            "WHERE l.name = s.library AND n.slug = s.slug) ORDER BY s.role, s.library, s.slug",
+            (entry_id,),
+        ):
+            out["unresolved"].append({"role": role, "library": library, "slug": slug})
+        return out
 
     def find_entry(self, ref: str) -> tuple[str, str] | None:
         """Resolve an entry id, ``library:path`` or library-relative path to (id, library)."""
@@ -351,6 +525,21 @@ class Store(GraphStore, MapStore):
             (library, title),
         )
         return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def vocabulary(self, library: str, limit: int = 100) -> tuple[list[str], list[str]]:
+        """(types, tags) a library's entries use, the most used first (``limit`` of each)."""
+        types = self._rows(
+            "SELECT e.type FROM entry e JOIN library l ON l.id = e.library_id WHERE l.name = ? "
+            "GROUP BY e.type ORDER BY count(*) DESC, e.type LIMIT ?",
+            (library, limit),
+        )
+        tags = self._rows(
+            "SELECT t.tag FROM entry_tag t JOIN entry e ON e.id = t.entry_id "
+            "JOIN library l ON l.id = e.library_id WHERE l.name = ? "
+            "GROUP BY t.tag ORDER BY count(*) DESC, t.tag LIMIT ?",
+            (library, limit),
+        )
+        return [str(r[0]) for r in types], [str(r[0]) for r in tags]
 
     def entry_chunks(self, entry_id: str) -> list[HitRow]:
         rows = self._rows(HIT_SELECT + " WHERE c.entry_id = ? ORDER BY c.ord", (entry_id,))
@@ -549,9 +738,17 @@ class Store(GraphStore, MapStore):
         the title, heading, body and forms columns (missing ones weigh 1)."""
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
-        if where == "1":
+        if filters.metadata_sql()[0] == "1":
+            # no join per match: the few inactive entries' chunks are left out by one set
+            # (the partial index entry_inactive finds them), read once per query
+            inactive = (
+                ""
+                if filters.include_inactive
+                else " AND rowid NOT IN (SELECT c.id FROM entry e JOIN chunk c "
+                "ON c.entry_id = e.id WHERE e.status != 'active')"
+            )
             sql = (
-                "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? "
+                f"SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?{inactive} "
                 "ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
             )
             args: list[Any] = [match, *weights, limit]
@@ -644,6 +841,7 @@ class Store(GraphStore, MapStore):
 
     def remove_orphans(self) -> int:
         with self.write():
+            self._flush_text()
             total = 0
             for sql in (
                 "DELETE FROM chunk WHERE entry_id NOT IN (SELECT id FROM entry)",
@@ -661,9 +859,14 @@ class Store(GraphStore, MapStore):
         with self._lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
-    def vacuum(self) -> None:
-        with self._lock:
+    def compact_text(self) -> None:
+        """Merge the full-text index's segments into one (after bulk writes)."""
+        with self.write():
             self.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('optimize')")
+
+    def vacuum(self) -> None:
+        self.compact_text()
+        with self._lock:
             self.conn.execute("VACUUM")
         self.checkpoint()
 
@@ -689,6 +892,15 @@ class Store(GraphStore, MapStore):
             "vectors": self._rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
             **self.graph_snapshot(),
         }
+
+
+def _target(ref: str, library: str) -> tuple[str, str]:
+    """(library, slug) of a supersession reference: ``slug``, ``path/name.md`` (of the
+    entry's own library) or ``library:slug``."""
+    lib, sep, rest = ref.partition(":")
+    if sep and lib.strip() and rest.strip():
+        return lib.strip(), slug_of(rest.strip())
+    return library, slug_of(ref.strip())
 
 
 def _scope(

@@ -56,6 +56,15 @@ class EntryRecord:
     slug: str = ""
     blob: str | None = None  # git blob id of the content, to match it with git history
     language: str | None = None  # the Snowball language its words were stemmed in
+    # what its own file says: active, retired (`status: retired`) or archived (`archive/`)
+    file_status: str = "active"
+    # the entries its frontmatter says it replaces / was replaced by: "slug" (of its own
+    # library) or "library:slug"
+    supersedes: list[str] = field(default_factory=list)
+    superseded_by: list[str] = field(default_factory=list)
+
+
+INACTIVE_STATUSES = ("superseded", "retired", "archived")
 
 
 @dataclass(frozen=True)
@@ -176,13 +185,25 @@ class Filters:
     project_library_ids: list[int] = field(default_factory=list)
     shared_library_ids: list[int] = field(default_factory=list)
     not_types: list[str] = field(default_factory=list)
+    # superseded, retired and archived entries too (by default only active ones)
+    include_inactive: bool = False
 
     @property
     def only_libraries(self) -> bool:
-        """True when no filter other than the library is set (vectors filter that in memory)."""
+        """True when no filter other than the library and the status is set (vectors filter
+        those in memory)."""
         return not (self.types or self.tags or self.since or self.project or self.not_types)
 
     def sql(self) -> tuple[str, list[Any]]:
+        """The conditions on ``e`` (the entry), status included."""
+        where, params = self.metadata_sql()
+        if self.include_inactive:
+            return where, params
+        active = "e.status = 'active'"
+        return (active if where == "1" else f"{where} AND {active}"), params
+
+    def metadata_sql(self) -> tuple[str, list[Any]]:
+        """The conditions on ``e`` but the status ("1" when there are none)."""
         clauses: list[str] = []
         params: list[Any] = []
         if self.library_ids is not None:
@@ -234,12 +255,13 @@ class HitRow:
     library_path: str
     scope: str
     source_rev: str | None
+    status: str = "active"  # active, superseded, retired or archived
 
 
 HIT_SELECT = """
 SELECT c.id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path, e.title,
        e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns, l.name,
-       l.path, l.scope, e.source_rev
+       l.path, l.scope, e.source_rev, e.status
 FROM chunk c JOIN entry e ON e.id = c.entry_id JOIN library l ON l.id = e.library_id
 """
 

@@ -1,0 +1,258 @@
+"""Usage telemetry in ``usage.db``, beside config.toml: outside the disposable index.
+
+Every event names its entry twice, by id and by library + path, so that it outlives both a
+rebuilt ``brain.db`` (ids are a hash of library + path, so they come back the same) and an
+entry that is gone. ``event`` is the log (what, when, through which interface, for which
+query); ``entry_usage`` sums it per entry as events arrive, so that ``stats`` reads one row
+per used entry instead of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from brainmap.store.db import batched, connect, immediate, marks, user_version, value
+
+if TYPE_CHECKING:
+    from brainmap.store.index import Store
+
+USAGE_SCHEMA_VERSION = 1
+KINDS = ("hit", "get", "useful", "not_useful")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS event(
+  id INTEGER PRIMARY KEY,
+  at TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  entry_id TEXT NOT NULL,
+  library TEXT NOT NULL,
+  path TEXT NOT NULL,
+  interface TEXT NOT NULL,
+  query TEXT,
+  rank INTEGER
+);
+CREATE INDEX IF NOT EXISTS event_kind_at ON event(kind, at);
+CREATE INDEX IF NOT EXISTS event_entry ON event(entry_id, at);
+CREATE TABLE IF NOT EXISTS entry_usage(
+  entry_id TEXT PRIMARY KEY,
+  library TEXT NOT NULL,
+  path TEXT NOT NULL,
+  hits INTEGER NOT NULL DEFAULT 0,
+  gets INTEGER NOT NULL DEFAULT 0,
+  useful INTEGER NOT NULL DEFAULT 0,
+  not_useful INTEGER NOT NULL DEFAULT 0,
+  first_at TEXT NOT NULL,
+  last_used TEXT,
+  last_feedback TEXT
+) WITHOUT ROWID;
+"""
+_INSERT = (
+    "INSERT INTO event(at, kind, entry_id, library, path, interface, query, rank) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# one row per entry, summed as events arrive (an event older than what is there keeps the
+# later time: events of several processes arrive out of order)
+_UPSERT = """
+INSERT INTO entry_usage(entry_id, library, path, hits, gets, useful, not_useful, first_at,
+                        last_used, last_feedback)
+VALUES (:entry_id, :library, :path, :hits, :gets, :useful, :not_useful, :at, :used, :feedback)
+ON CONFLICT(entry_id) DO UPDATE SET
+  library = excluded.library, path = excluded.path,
+  hits = hits + excluded.hits, gets = gets + excluded.gets,
+  useful = useful + excluded.useful, not_useful = not_useful + excluded.not_useful,
+  first_at = min(first_at, excluded.first_at),
+  last_used = CASE WHEN excluded.last_used IS NULL THEN last_used
+                   WHEN last_used IS NULL OR excluded.last_used > last_used
+                   THEN excluded.last_used ELSE last_used END,
+  last_feedback = CASE WHEN excluded.last_feedback IS NULL THEN last_feedback
+                       WHEN last_feedback IS NULL OR excluded.last_feedback > last_feedback
+                       THEN excluded.last_feedback ELSE last_feedback END
+"""
+_USAGE_COLUMNS = "entry_id, library, path, hits, gets, useful, not_useful, first_at, last_used"
+
+
+@dataclass(frozen=True)
+class UsageEvent:
+    """One thing that happened to an entry: served as a search ``hit`` (or by a hook),
+    opened by ``get``, judged ``useful`` or ``not_useful``."""
+
+    at: str  # ISO 8601, UTC
+    kind: str
+    entry_id: str
+    library: str
+    path: str
+    interface: str  # cli | http | mcp | hook
+    query: str | None = None
+    rank: int | None = None  # a hit's place in what was served, from 1
+
+
+@dataclass(frozen=True)
+class EntryUsage:
+    """What the log says of one entry, all time."""
+
+    entry_id: str
+    library: str
+    path: str
+    hits: int
+    gets: int
+    useful: int
+    not_useful: int
+    first_at: str
+    last_used: str | None  # the last hit or get
+
+    @property
+    def uses(self) -> int:
+        return self.hits + self.gets
+
+
+class UsageStore:
+    """The telemetry file: written in small batches, read by ``stats`` and ``prune``."""
+
+    def __init__(self, path: Path | str, busy_timeout_ms: int = 100) -> None:
+        """``busy_timeout_ms`` is short on purpose: a writer that waits for a busy file
+        gives up (and drops its batch) rather than hold anything up."""
+        self.path = Path(path)
+        self.conn = connect(self.path, busy_timeout_ms)
+        try:
+            if user_version(self.conn) != USAGE_SCHEMA_VERSION:
+                with immediate(self.conn):
+                    self.conn.execute(_SCHEMA)
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) "
+                        "VALUES ('created', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+                    )
+                    self.conn.execute(f"PRAGMA user_version={USAGE_SCHEMA_VERSION}")
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def wait_at_most(self, busy_timeout_ms: int) -> None:
+        """How long a write waits for another writer from now on."""
+        self.conn.set_busy_timeout(busy_timeout_ms)
+
+    def add(self, events: Sequence[UsageEvent]) -> None:
+        """Append ``events`` to the log and to the per-entry sums, in one transaction."""
+        if not events:
+            return
+        sums: dict[str, dict[str, Any]] = {}
+        for ev in events:
+            row = sums.setdefault(ev.entry_id, {
+                "entry_id": ev.entry_id, "library": ev.library, "path": ev.path, "hits": 0,
+                "gets": 0, "useful": 0, "not_useful": 0, "at": ev.at, "used": None,
+                "feedback": None,
+            })  # fmt: skip
+            row["library"], row["path"] = ev.library, ev.path
+            row["at"] = min(row["at"], ev.at)
+            column = {"hit": "hits", "get": "gets"}.get(ev.kind, ev.kind)
+            row[column] += 1
+            key = "used" if ev.kind in ("hit", "get") else "feedback"
+            row[key] = max(row[key] or ev.at, ev.at)
+        with immediate(self.conn):
+            self.conn.executemany(
+                _INSERT,
+                [(e.at, e.kind, e.entry_id, e.library, e.path, e.interface, e.query, e.rank)
+                 for e in events],
+            )  # fmt: skip
+            self.conn.executemany(_UPSERT, list(sums.values()))
+
+    def started(self) -> str | None:
+        """Since when usage is recorded: the file's creation, or its oldest event if older
+        (events of an earlier file may have been imported)."""
+        created = value(self.conn, "SELECT value FROM meta WHERE key = 'created'")
+        oldest = value(self.conn, "SELECT min(at) FROM event")
+        times = [str(t) for t in (created, oldest) if t]
+        return min(times) if times else None
+
+    def event_count(self) -> int:
+        return int(value(self.conn, "SELECT count(*) FROM event"))
+
+    def events(self, entry_id: str | None = None, kind: str | None = None) -> list[UsageEvent]:
+        """The log, oldest first (of one entry, of one kind)."""
+        where, params = [], []
+        for column, given in (("entry_id", entry_id), ("kind", kind)):
+            if given is not None:
+                where.append(f"{column} = ?")
+                params.append(given)
+        sql = "SELECT at, kind, entry_id, library, path, interface, query, rank FROM event"
+        rows = self.conn.execute(
+            sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY at, id", params
+        ).fetchall()
+        return [UsageEvent(*row) for row in rows]  # type: ignore[arg-type]
+
+    def usage(self, entry_ids: Sequence[str] | None = None) -> dict[str, EntryUsage]:
+        """The per-entry sums (of every entry used, or of these)."""
+        sql = f"SELECT {_USAGE_COLUMNS} FROM entry_usage"
+        if entry_ids is None:
+            rows = self.conn.execute(sql).fetchall()
+        else:
+            rows = []
+            for part in batched(list(entry_ids)):
+                rows += self.conn.execute(
+                    f"{sql} WHERE entry_id IN ({marks(len(part))})", tuple(part)
+                ).fetchall()
+        return {str(r[0]): EntryUsage(*r) for r in rows}  # type: ignore[arg-type]
+
+    def most_used(self, limit: int) -> list[EntryUsage]:
+        """The entries served or opened most often, all time."""
+        rows = self.conn.execute(
+            f"SELECT {_USAGE_COLUMNS} FROM entry_usage WHERE hits + gets > 0 "
+            "ORDER BY hits + gets DESC, last_used DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [EntryUsage(*r) for r in rows]  # type: ignore[arg-type]
+
+    def used_since(self, since: str) -> set[str]:
+        """The entries served (a hit) or opened (get) at or after ``since``."""
+        rows = self.conn.execute(
+            "SELECT entry_id FROM entry_usage WHERE last_used >= ?", (since,)
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def feedback_since(self, since: str) -> dict[str, tuple[int, int]]:
+        """(useful, not useful) feedback per entry given at or after ``since``."""
+        rows = self.conn.execute(
+            "SELECT entry_id, sum(kind = 'useful'), sum(kind = 'not_useful') FROM event "
+            "WHERE kind IN ('useful', 'not_useful') AND at >= ? GROUP BY entry_id",
+            (since,),
+        ).fetchall()
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class IndexedEntry:
+    """An entry of the index as usage reports see it."""
+
+    id: str
+    library: str
+    path: str
+    title: str
+    type: str
+    created: str | None
+    updated: str
+    last_verified: str | None
+
+
+def indexed_entries(store: Store, library_ids: Iterable[int] | None = None) -> list[IndexedEntry]:
+    """Every entry of the index (of these libraries), in library and path order: what usage
+    is compared with (an entry no event names was never used)."""
+    sql = (
+        "SELECT e.id, l.name, e.path, e.title, e.type, e.created, e.updated, e.last_verified "
+        "FROM entry e JOIN library l ON l.id = e.library_id"
+    )
+    if library_ids is None:
+        rows = store._rows(sql + " ORDER BY l.name, e.path")
+    else:
+        ids = list(library_ids)
+        if not ids:
+            return []
+        rows = store._rows(
+            f"{sql} WHERE e.library_id IN ({marks(len(ids))}) ORDER BY l.name, e.path", ids
+        )
+    return [IndexedEntry(*r) for r in rows]
