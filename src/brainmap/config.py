@@ -574,34 +574,34 @@ def _rerank_section(raw: Any) -> RerankSettings:
     settings: RerankSettings = _section(RerankSettings, raw)
     if settings.kind not in RERANK_KINDS:
         raise ValueError(f"[rerank] kind = {settings.kind!r}: use {' or '.join(RERANK_KINDS)}")
-    if settings.url and not settings.url.startswith(("http://", "https://")):
-        raise ValueError(f"[rerank] url = {settings.url!r} must start with http:// or https://")
-    if settings.api_key_env and not _ENV_NAME_RE.match(settings.api_key_env):
-        raise ValueError(
-            "[rerank] api_key_env must be the name of an environment variable "
-            "(such as BRAINMAP_RERANK_KEY), never the key itself"
-        )
+    _check_endpoint("rerank", settings.url, settings.api_key_env, "BRAINMAP_RERANK_KEY")
     return settings
 
 
 def _reasoner_section(raw: Any) -> ReasonerSettings:
     settings: ReasonerSettings = _section(ReasonerSettings, raw)
-    if settings.url and not settings.url.startswith(("http://", "https://")):
-        raise ValueError(f"[reasoner] url = {settings.url!r} must start with http:// or https://")
+    _check_endpoint("reasoner", settings.url, settings.api_key_env, "OPENAI_API_KEY")
+    return settings
+
+
+def _check_endpoint(section: str, url: str, api_key_env: str, example: str) -> None:
+    """The rules of a remote endpoint's settings: an http(s) URL without credentials in it
+    (they would be shown in messages), and the key by the NAME of its variable."""
+    if url and not url.startswith(("http://", "https://")):
+        raise ValueError(f"[{section}] url = {url!r} must start with http:// or https://")
     from urllib.parse import urlsplit
 
-    parts = urlsplit(settings.url)
+    parts = urlsplit(url)
     if parts.username or parts.password:
         raise ValueError(
-            "[reasoner] url must not carry a user or password (it would be shown in messages): "
-            "put the key in an environment variable and name it in api_key_env"
+            f"[{section}] url must not carry a user or password (it would be shown in "
+            "messages): put the key in an environment variable and name it in api_key_env"
         )
-    if settings.api_key_env and not _ENV_NAME_RE.match(settings.api_key_env):
+    if api_key_env and not _ENV_NAME_RE.match(api_key_env):
         raise ValueError(
-            "[reasoner] api_key_env must be the name of an environment variable "
-            "(such as OPENAI_API_KEY), never the key itself"
+            f"[{section}] api_key_env must be the name of an environment variable "
+            f"(such as {example}), never the key itself"
         )
-    return settings
 
 
 def _lint_section(raw: Any) -> LintSettings:
