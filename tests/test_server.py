@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -71,6 +72,10 @@ def test_rest_paths(served: str) -> None:
     assert httpx.post(f"{served}/git-import", json={}).json()["not_git"] == ["brain", "example"]
     assert httpx.get(f"{served}/audit", params={"kind": "stale"}).json()["kind"] == "stale"
     assert httpx.get(f"{served}/audit", params={"kind": "nonsense"}).status_code == 422
+    # a title of C1 controls only is cleaned away: the schema refuses it too (schemathesis)
+    title_schema = httpx.get(f"{served}/openapi.json").json()["components"]["schemas"]["SaveInput"]
+    assert re.search(title_schema["properties"]["title"]["pattern"], "\u008d\u0085") is None
+    assert httpx.post(f"{served}/save", json={"title": "\u008d"}).status_code == 422
     verified = httpx.post(f"{served}/verify", json={"ref": saved["id"]}).json()
     assert verified["status"] == "verified"
     collected = httpx.post(f"{served}/collect", json={"libraries": ["example"]}).json()

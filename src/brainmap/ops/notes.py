@@ -21,7 +21,7 @@ class SaveInput(_Input):
     title: str = Field(
         min_length=1,
         max_length=200,
-        pattern=r"[^\s\x00-\x1f\x7f\x85]",  # a visible character, not only controls
+        pattern=r"[^\s\x00-\x1f\x7f-\x9f]",  # a visible character, not only controls
         description="Short, specific title.",
     )
     body: str = Field("", max_length=MAX_BODY, description="Markdown text of the entry.")
@@ -64,7 +64,7 @@ class SaveInput(_Input):
         return value
 
 
-_VISIBLE = re.compile(r"[^\s\x00-\x1f\x7f\x85]")
+_VISIBLE = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]")
 
 
 @op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
