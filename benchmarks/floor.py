@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DATA, keep_cache, seed_cache, unpack
 from brainmap import config, ops
 from brainmap.search import LEVELS, NONE, STRONG, Hit, match_level
-from locomo import TURN_ID, write_library
+from locomo import TURN_ID, add_conversation, conversations
 from tldr import make_sample, sample_queries
 
 
@@ -93,19 +93,14 @@ def main() -> None:
     brain = ops.Brain(home)
     ops.library_add(brain, ops.LibraryAddInput(name="sample", path=str(sample)))
     questions: list[tuple[str, str, set[str]]] = []
-    for path in sorted((DATA / "locomo" / "dev").glob("*.json")):
-        conversation = json.loads(path.read_text(encoding="utf-8"))
-        name = f"conv{path.stem}"
-        write_library(conversation, home / "libraries" / name)
-        ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(home / "libraries" / name)))
+    for name, conversation in conversations(DATA / "locomo" / "dev"):
         questions += [
             (name, q["question"], {e.strip() for e in q["evidence"]})
-            for q in conversation["qa"]
-            if q.get("category") in (1, 2, 3, 4) and q.get("evidence")
+            for q in add_conversation(brain, home, name, conversation)
         ]
     ops.reindex(brain, ops.ReindexInput())
     keep_cache(home)
-    conversations = sorted({name for name, _, _ in questions})
+    dialogue_libraries = sorted({name for name, _, _ in questions})
     rng = random.Random(5)
     questions = rng.sample(questions, min(args.queries, len(questions)))
     tldr = sample_queries(sample, args.queries)
@@ -114,7 +109,7 @@ def main() -> None:
     for _, query, page in tldr:
         probes.append(probe(brain, "tldr", True, query, ["sample"],
                             lambda h, page=page: Path(h.path).name == page))  # fmt: skip
-        probes.append(probe(brain, "tldr", False, query, conversations, lambda h: False))
+        probes.append(probe(brain, "tldr", False, query, dialogue_libraries, lambda h: False))
     for name, query, evidence in questions:
         probes.append(probe(brain, "locomo", True, query, [name],
                             lambda h, ev=evidence: bool(set(TURN_ID.findall(h.text)) & ev)))  # fmt: skip
@@ -124,7 +119,7 @@ def main() -> None:
             "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 9)))
             for _ in range(rng.randint(1, 4))
         ]
-        libraries = rng.choice([["sample"], conversations])
+        libraries = rng.choice([["sample"], dialogue_libraries])
         probes.append(probe(brain, "nonsense", False, " ".join(words), libraries, lambda h: False))
     brain.close()
     if args.dump:

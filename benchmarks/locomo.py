@@ -77,6 +77,24 @@ def write_library(conversation: dict, folder: Path) -> int:
     return turns
 
 
+def conversations(folder: Path) -> list[tuple[str, dict]]:
+    """The conversations of a LoCoMo split, named ``conv<file stem>``."""
+    return [
+        (f"conv{path.stem}", json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(folder.glob("*.json"))
+    ]
+
+
+def add_conversation(brain: ops.Brain, home: Path, name: str, conversation: dict) -> list[dict]:
+    """Write ``conversation`` as library ``name`` under ``home/libraries`` and add it; return
+    its questions that can be scored (categories 1-4, with evidence)."""
+    write_library(conversation, home / "libraries" / name)
+    ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(home / "libraries" / name)))
+    return [
+        q for q in conversation["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")
+    ]
+
+
 @dataclass
 class Question:
     library: str
@@ -138,7 +156,7 @@ def objective(figures: dict) -> float:
 
 
 def build(
-    conversations: list[tuple[str, dict]], turn_tokens: int | None, args: argparse.Namespace
+    dialogues: list[tuple[str, dict]], turn_tokens: int | None, args: argparse.Namespace
 ) -> Run:
     home = Path(tempfile.mkdtemp(prefix="bm-locomo-"))
     seed_cache(home)
@@ -151,14 +169,8 @@ def build(
     config.save(cfg)
     brain = ops.Brain(home)
     raw: list[tuple[str, dict]] = []
-    for name, conversation in conversations:
-        write_library(conversation, home / "libraries" / name)
-        ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(home / "libraries" / name)))
-        raw += [
-            (name, q)
-            for q in conversation["qa"]
-            if q.get("category") in (1, 2, 3, 4) and q.get("evidence")
-        ]
+    for name, conversation in dialogues:
+        raw += [(name, q) for q in add_conversation(brain, home, name, conversation)]
     started = time.perf_counter()
     ops.reindex(brain, ops.ReindexInput())
     index_s = time.perf_counter() - started
@@ -276,16 +288,13 @@ def main() -> None:
     parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out tuning")
     args = parser.parse_args()
 
-    conversations = [
-        (f"conv{path.stem}", json.loads(path.read_text(encoding="utf-8")))
-        for path in sorted(args.data.glob("*.json"))
-    ]
+    dialogues = conversations(args.data)
     sizes = [int(v) for v in args.turn_tokens.split(",")] if args.turn_tokens else [None]
-    runs = [build(conversations, size, args) for size in sizes]
+    runs = [build(dialogues, size, args) for size in sizes]
     first = runs[0]
     result: dict[str, object] = {
         "benchmark": f"locomo-{args.data.name}",
-        "conversations": len(conversations),
+        "conversations": len(dialogues),
         "questions": len(first.questions),
         "turn_tokens": first.turn_tokens,
         "chunks": first.chunks,

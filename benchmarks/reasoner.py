@@ -35,7 +35,7 @@ from _common import DATA, keep_cache, percentile, seed_cache, unpack
 from brainmap import config, ops
 from brainmap.ops.lookup import rewrite
 from brainmap.reasoner import Reasoner, ReasonerUnavailable
-from locomo import TURN_ID, write_library
+from locomo import TURN_ID, add_conversation, conversations
 from tldr import make_sample, sample_queries
 
 HERE = Path(__file__).resolve().parent
@@ -103,14 +103,8 @@ def _plain(brain: ops.Brain, query: str, library: str, limit: int) -> list[Any]:
 def locomo(url: str, per_conversation: int, calls: Expansions) -> dict[str, Any]:
     home, brain = _home("bm-reasoner-locomo-", url)
     questions: list[tuple[str, str, set[str]]] = []
-    for path in sorted((DATA / "locomo" / "dev").glob("*.json")):
-        conversation = json.loads(path.read_text(encoding="utf-8"))
-        name = f"conv{path.stem}"
-        write_library(conversation, home / "libraries" / name)
-        ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(home / "libraries" / name)))
-        asked = [
-            q for q in conversation["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")
-        ]
+    for name, conversation in conversations(DATA / "locomo" / "dev"):
+        asked = add_conversation(brain, home, name, conversation)
         for q in asked[:per_conversation]:
             questions.append((name, q["question"], {e.strip() for e in q["evidence"] if e.strip()}))
     ops.reindex(brain, ops.ReindexInput())

@@ -164,3 +164,18 @@ def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     with model_server.start(tmp_path_factory.mktemp("llm") / "server.log") as url:
         yield url
+
+
+def example_brain(home: Path, library: Path, warm_cache: Path, **reasoner: object) -> ops.Brain:
+    """A home with the example library indexed (vectors from the warm cache); with a
+    [reasoner] (``url=...`` and its settings) when any is given."""
+    from model_server import reasoner_home
+
+    home.mkdir(parents=True)
+    shutil.copyfile(warm_cache, home / "vectors.db")
+    if reasoner:
+        reasoner_home(home, **reasoner)  # type: ignore[arg-type]  # url is among them
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
+    ops.reindex(brain, ops.ReindexInput())
+    return brain

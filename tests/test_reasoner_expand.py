@@ -9,7 +9,6 @@ degraded paths, never wording.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +16,9 @@ import pytest
 
 from brainmap import ops
 from brainmap.search import SearchResult, rrf
-from conftest import free_port, run_cli
+from conftest import example_brain, free_port, run_cli
 
 QUERY = "how do I undo the last commit"
-
-
-def _home(home: Path, library: Path, warm_cache: Path, **reasoner: Any) -> ops.Brain:
-    """A home with the example library indexed; with a [reasoner] when ``url`` is given."""
-    from model_server import reasoner_home
-
-    home.mkdir(parents=True)
-    shutil.copyfile(warm_cache, home / "vectors.db")
-    if reasoner:
-        reasoner_home(home, **reasoner)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
-    ops.reindex(brain, ops.ReindexInput())
-    return brain
 
 
 def _search(brain: ops.Brain, query: str = QUERY, **kw: Any) -> SearchResult:
@@ -58,7 +43,7 @@ def test_rrf_sums_weighted_reciprocal_ranks() -> None:
 def test_expand_makes_one_call_reports_tokens_and_returns_hits(
     home: Path, library: Path, warm_cache: Path, llm_url: str
 ) -> None:
-    brain = _home(home, library, warm_cache, url=llm_url)
+    brain = example_brain(home, library, warm_cache, url=llm_url)
     try:
         plain = _search(brain, expand=False)
         result = _search(brain, expand=True)
@@ -98,7 +83,7 @@ def test_the_reasoner_down_gives_the_plain_hits_and_says_so(
     home: Path, library: Path, warm_cache: Path
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    brain = _home(home, library, warm_cache, url=url, retries=0, timeout_s=2.0)
+    brain = example_brain(home, library, warm_cache, url=url, retries=0, timeout_s=2.0)
     try:
         plain = _search(brain, expand=False)
         result = _search(brain, expand=True)
@@ -115,7 +100,7 @@ def test_the_reasoner_down_gives_the_plain_hits_and_says_so(
 def test_the_config_default_applies_and_the_input_overrides_it(
     home: Path, library: Path, warm_cache: Path, llm_url: str
 ) -> None:
-    brain = _home(home, library, warm_cache, url=llm_url, expand=True)
+    brain = example_brain(home, library, warm_cache, url=llm_url, expand=True)
     try:
         default = _search(brain)  # expand None: [reasoner] expand = true
         off = _search(brain, expand=False)
@@ -129,7 +114,7 @@ def test_the_config_default_applies_and_the_input_overrides_it(
 def test_a_nonsense_query_stays_below_the_floor_when_expanded(
     home: Path, library: Path, warm_cache: Path, llm_url: str
 ) -> None:
-    brain = _home(home, library, warm_cache, url=llm_url)
+    brain = example_brain(home, library, warm_cache, url=llm_url)
     try:
         result = _search(brain, "qzxv wrrpt flombix", expand=True)
     finally:
@@ -142,7 +127,7 @@ def test_a_nonsense_query_stays_below_the_floor_when_expanded(
 def test_the_cli_expands_and_prints_json(
     home: Path, library: Path, warm_cache: Path, llm_url: str
 ) -> None:
-    _home(home, library, warm_cache, url=llm_url).close()
+    example_brain(home, library, warm_cache, url=llm_url).close()
     proc = run_cli(home, "search", QUERY, "--expand", "--json", "-n", "5")
     out = json.loads(proc.stdout)
     assert out["reasoner"]["calls"] >= 1 and out["reasoner"]["prompt_tokens"] > 0

@@ -9,7 +9,6 @@ counts and the degraded paths, never wording.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from brainmap import ops
 from brainmap.markdown import parse
 from brainmap.notes import STANDARD_TYPES, SaveResult
-from conftest import free_port, run_cli
+from conftest import example_brain, free_port, run_cli
 
 WAL = {
     "title": "SQLite WAL checkpoint starvation",
@@ -26,23 +25,9 @@ WAL = {
 }
 
 
-def _home(home: Path, library: Path, warm_cache: Path, **reasoner: Any) -> ops.Brain:
-    """A home with the example library indexed; with a [reasoner] when ``url`` is given."""
-    from model_server import reasoner_home
-
-    home.mkdir(parents=True)
-    shutil.copyfile(warm_cache, home / "vectors.db")
-    if reasoner:
-        reasoner_home(home, **reasoner)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
-    ops.reindex(brain, ops.ReindexInput())
-    return brain
-
-
 @pytest.fixture
 def smart(home: Path, library: Path, warm_cache: Path, llm_url: str) -> Any:
-    brain = _home(home, library, warm_cache, url=llm_url)
+    brain = example_brain(home, library, warm_cache, url=llm_url)
     yield brain
     brain.close()
 
@@ -102,8 +87,8 @@ def test_a_duplicate_makes_no_call(smart: ops.Brain, home: Path) -> None:
 def test_tags_off_makes_no_call(
     home: Path, library: Path, warm_cache: Path, llm_url: str, tmp_path: Path
 ) -> None:
-    brain = _home(home, library, warm_cache, url=llm_url, tags=False)
-    plain = _home(tmp_path / "plain", library, warm_cache)
+    brain = example_brain(home, library, warm_cache, url=llm_url, tags=False)
+    plain = example_brain(tmp_path / "plain", library, warm_cache)
     try:
         result = _save(brain, **WAL)
         before = _save(plain, **WAL)
@@ -130,8 +115,10 @@ def test_no_reasoner_behaves_as_before(brain: ops.Brain, home: Path) -> None:
 def test_a_reasoner_that_is_down_leaves_the_neighbours_tags(
     home: Path, library: Path, warm_cache: Path, tmp_path: Path
 ) -> None:
-    brain = _home(home, library, warm_cache, url=f"http://127.0.0.1:{free_port()}/v1", retries=0)
-    plain = _home(tmp_path / "plain", library, warm_cache)
+    brain = example_brain(
+        home, library, warm_cache, url=f"http://127.0.0.1:{free_port()}/v1", retries=0
+    )
+    plain = example_brain(tmp_path / "plain", library, warm_cache)
     try:
         result = _save(brain, **WAL)
         before = _save(plain, **WAL)
