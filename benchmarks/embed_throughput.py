@@ -42,8 +42,8 @@ def main() -> None:
     ops.reindex(brain, ops.ReindexInput(embed=False))
     store = brain.store
     model = brain.searcher.model
-    ids = list(store.library_ids(["lib"]).values())
-    pending = store.pending_chunks(model, ids, limit=100_000)
+    ids = list(store.entries.library_ids(["lib"]).values())
+    pending = store.vectors.pending_chunks(model, ids, limit=100_000)
     texts = [embed_text(p.title, p.aliases, p.heading, p.text) for p in pending]
     batch = brain.cfg.index.embed_batch
 
@@ -58,7 +58,7 @@ def main() -> None:
             bare_model.passage(texts[i : i + batch])
         bare_s += time.perf_counter() - started
 
-        store.delete_vectors_except("none")  # drop every vector, and use an empty cache
+        store.vectors.delete_except("none")  # drop every vector, and use an empty cache
         cache_path = work / f"cache-{time.monotonic_ns()}.db"
         cache = VectorCache(cache_path)
         started = time.perf_counter()

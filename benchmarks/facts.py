@@ -36,11 +36,11 @@ def main() -> None:
     started = time.perf_counter()
     first = ops.collect(brain, ops.CollectInput(libraries=["compose"])).libraries[0]
     collect_s = time.perf_counter() - started
-    facts_before = brain.store.facts()
+    facts_before = brain.store.facts.assertions()
     started = time.perf_counter()
     ops.collect(brain, ops.CollectInput(libraries=["compose"]))
     recollect_s = time.perf_counter() - started
-    facts_after = brain.store.facts()
+    facts_after = brain.store.facts.assertions()
     same = [(f.subject, f.predicate, f.object, f.confidence) for f in facts_before] == [
         (f.subject, f.predicate, f.object, f.confidence) for f in facts_after
     ]

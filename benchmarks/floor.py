@@ -47,7 +47,7 @@ def probe(brain: ops.Brain, kind: str, positive: bool, query: str, libraries: li
           relevant: Callable[[Hit], bool]) -> Probe:  # fmt: skip
     result = brain.searcher.search(query, libraries=libraries, limit=10, floor=False)
     hits = [(h.coverage, h.similarity, relevant(h)) for h in result.hits]
-    return Probe(kind, positive, hits, brain.searcher.analyse(query).known)
+    return Probe(kind, positive, hits, brain.searcher.analyser.analyse(query).known)
 
 
 def rates(probes: list[Probe], s: config.SearchSettings) -> dict[str, float]:

@@ -111,7 +111,7 @@ def main() -> None:
     ops.reindex(brain, ops.ReindexInput(libraries=["webapp-docs", "brain"]))  # its vectors
     indexed_s = time.perf_counter() - started
     ops.hooks_install(brain, ops.HooksInput(project_dir=str(root)))
-    chunks = brain.store.chunk_count()
+    chunks = brain.store.entries.chunk_count()
     brain.close()
     settings = json.loads((root / ".claude" / "settings.json").read_text())
     commands = {

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import DATA, keep_cache, seed_cache
 from brainmap import config, ops
-from brainmap.search import fuse
+from brainmap.fusion import fuse
 
 TURN_ID = re.compile(r"\[(D\d+:\d+)\]")
 DEPTH = 100

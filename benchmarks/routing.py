@@ -30,7 +30,7 @@ import numpy as np
 
 from _common import keep_cache, ms, percentile, seed_cache, unpack
 from brainmap import ops
-from brainmap.search import route_libraries
+from brainmap.libmap import route_libraries
 from tldr import LANGS, make_sample, sample_queries
 
 
@@ -43,7 +43,7 @@ def compare_routers(
 ) -> dict[str, float]:
     """How often the query's own library is among the k picked, routing by the embedded block
     sentence vs by the centroid of the library's chunk vectors."""
-    rows = [r for r in brain.store.map_blocks() if r.vec is not None and r.centroid is not None]
+    rows = [r for r in brain.store.maps.blocks() if r.vec is not None and r.centroid is not None]
     names = [r.library for r in rows]
     matrices = {
         "sentence": np.stack([np.frombuffer(r.vec or b"", dtype=np.float32) for r in rows]),
@@ -51,7 +51,7 @@ def compare_routers(
     }
     out: dict[str, float] = {}
     for lang, query, name in queries:
-        vector = brain.searcher.embed_query(query)
+        vector = brain.searcher.embedder.query(query)
         assert vector is not None
         for router, matrix in matrices.items():
             for k in (1, 3, 5):
@@ -105,7 +105,7 @@ def main() -> None:
             ops.search(brain, ops.SearchInput(query=query, route=route))
         latencies, at5, at10, routed_ok = [], 0, 0, 0
         for lang, query, name in queries:
-            brain.searcher.forget_queries()  # every run embeds its query, as a new one would
+            brain.searcher.embedder.forget_queries()  # every run embeds its query, as a new one would
             started = time.perf_counter()
             found = ops.search(brain, ops.SearchInput(query=query, limit=10, route=route))
             latencies.append(time.perf_counter() - started)
@@ -157,7 +157,7 @@ def full_latency(count: int) -> dict[str, object]:
             ops.search(brain, ops.SearchInput(query=query, route=route))
         latencies = []
         for _, query, _ in queries:
-            brain.searcher.forget_queries()
+            brain.searcher.embedder.forget_queries()
             started = time.perf_counter()
             ops.search(brain, ops.SearchInput(query=query, route=route))
             latencies.append(time.perf_counter() - started)

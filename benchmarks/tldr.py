@@ -138,7 +138,7 @@ def main() -> None:
     )
     print(f"text: {text.files} files, {text.chunks} chunks, {text_s:.1f}s", file=sys.stderr)
     lib = brain.cfg.library("tldr")
-    library_id = brain.store.library_ids(["tldr"])["tldr"]
+    library_id = brain.store.entries.library_ids(["tldr"])["tldr"]
     timings = []
     for _ in range(3):
         started = time.perf_counter()

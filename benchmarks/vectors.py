@@ -26,8 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import ms, percentile
-from brainmap.search import VectorIndex, _Snapshot
 from brainmap.store import ChunkRecord, EntryRecord, Filters, Store
+from brainmap.vectorindex import VectorIndex, _Snapshot
 
 MODEL = "bench-model"
 DIM = 384
@@ -70,14 +70,14 @@ def vectors(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def put(store: Store, rng: np.random.Generator, library_id: int, first: int, count: int) -> None:
-    with store.write():
+    with store.db.write():
         rows = []
         for n in range(first, first + count):
             record, chunks = entry(library_id, n)
-            store.put_entry(record, chunks, new=True)
+            store.entries.put_entry(record, chunks, new=True)
             rows += [c.id for c in chunks]
         vecs = vectors(rng, len(rows))
-        store.put_vectors(
+        store.vectors.put(
             MODEL, [(cid, library_id, v.tobytes()) for cid, v in zip(rows, vecs, strict=False)]
         )
 
@@ -90,7 +90,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bm-vectors-") as tmp:
         store = Store(Path(tmp) / "brain.db")
-        library_id = store.ensure_library("bench", tmp, "global")
+        library_id = store.entries.ensure_library("bench", tmp, "global")
         entries = args.chunks // PER_ENTRY
         for first in range(0, entries, 2000):
             put(store, rng, library_id, first, min(2000, entries - first))
@@ -101,17 +101,17 @@ def main() -> None:
         incremental, full, same = [], [], True
         for i in range(args.saves):
             record, chunks = entry(library_id, i, version=i + 1)  # a save replaces an entry
-            store.put_entry(record, chunks)
+            store.entries.put_entry(record, chunks)
             vecs = vectors(rng, len(chunks))
-            store.put_vectors(
+            store.vectors.put(
                 MODEL, [(c.id, library_id, v.tobytes()) for c, v in zip(chunks, vecs, strict=False)]
             )
-            store.delete_entries([f"e{entries - 1 - i}"])  # and one is deleted
+            store.entries.delete_entries([f"e{entries - 1 - i}"])  # and one is deleted
             started = time.perf_counter()
             index.refresh(store)
             incremental.append(time.perf_counter() - started)
             started = time.perf_counter()
-            reloaded = _Snapshot.of(store.load_vectors(MODEL))
+            reloaded = _Snapshot.of(store.vectors.load(MODEL))
             full.append(time.perf_counter() - started)
             ids, matrix = index.snapshot()
             same &= bool(

@@ -15,11 +15,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from brainmap import ops
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "library"
@@ -150,6 +154,19 @@ def serving(home: Path, *args: str, port: int | None = None) -> Iterator[str]:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium driven by Playwright (one per test module of the GUI)."""
+    from playwright.sync_api import sync_playwright
+
+    path = shutil.which("chromium")
+    assert path, "Debian's chromium is required for the GUI tests: apt-get install chromium"
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield launched
+        launched.close()
 
 
 @pytest.fixture(scope="session")

@@ -40,9 +40,9 @@ def main() -> None:
 
         _exit_on_call(indexer, "_store_read", int(count), after=False)
     elif phase == "embed":
-        from brainmap.store import Store
+        from brainmap.store import VectorRepo
 
-        _exit_on_call(Store, "put_vectors", int(count), after=True)
+        _exit_on_call(VectorRepo, "put", int(count), after=True)
     else:
         raise SystemExit(f"unknown crash point {sys.argv[1]!r}")
     sys.argv = ["brainmap", *sys.argv[2:]]

@@ -10,7 +10,7 @@ import click
 import pytest
 
 from brainmap import ops
-from brainmap.cli import cli
+from brainmap.cli.main import cli
 from conftest import EXAMPLE, ROOT, run_cli, write
 
 

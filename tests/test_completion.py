@@ -12,8 +12,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from brainmap.cli import cli
-from brainmap.cli_complete import BY_NAME, install
+from brainmap.cli.complete import BY_NAME, install
+from brainmap.cli.main import cli
 from conftest import run_cli, write
 
 

@@ -109,7 +109,7 @@ def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: P
         assert Path(str(s["file"])).is_file()
     hits = after.searcher.search(f"mcp2 wrote note {NOTES - 1}", mode="bm25", limit=1).hits
     assert hits[0].title == f"mcp2 note {NOTES - 1}"
-    assert after.store.pending_count(after.searcher.model) == 0
+    assert after.store.vectors.pending_count(after.searcher.model) == 0
     assert after.store.integrity() == []
     after.close()
 
@@ -152,7 +152,7 @@ def test_same_note_saved_by_four_processes_at_once_is_written_once(
 def test_four_processes_merging_into_one_entry_lose_nothing(
     brain: ops.Brain, home: Path, library: Path
 ) -> None:
-    target = brain.store.find_entry("example:gotchas/cron-timezone.md")
+    target = brain.store.entries.find_entry("example:gotchas/cron-timezone.md")
     assert target is not None
     brain.close()
     inputs = [

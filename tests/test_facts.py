@@ -47,7 +47,7 @@ Start it with `docker compose up`, then open http://localhost:8000 in a browser.
 
 def _facts(brain: ops.Brain) -> dict[tuple[str, str, str], ops.facts.Fact]:
     result = {}
-    for row in brain.store.facts():
+    for row in brain.store.facts.assertions():
         fact = ops.facts.fact_of(row)
         result[(fact.subject, fact.predicate, fact.object)] = fact
     return result
@@ -509,8 +509,8 @@ def test_facts_are_derived_data(home: Path, tmp_path: Path) -> None:
     assert after == before and before
     # deleting the library takes its facts along
     ops.library_remove(brain, ops.LibraryNameInput(name="lab"))
-    assert brain.store.facts() == [] and brain.store.observation_counts() == {}
-    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    assert brain.store.facts.assertions() == [] and brain.store.facts.observation_counts() == {}
+    assert brain.store.graph.orphans() == {"nodes": 0, "edges": 0}
     brain.close()
 
 
@@ -883,7 +883,7 @@ def test_collect_embeds_the_notes_it_re_read(brain: ops.Brain, library: Path) ->
     )
     report = _collect(brain, libraries=["example"], embed=True)
     assert report.notes == [] and "narrative" in report.libraries[0].ran
-    assert brain.store.pending_count(brain.searcher.model) == 0
+    assert brain.store.vectors.pending_count(brain.searcher.model) == 0
     doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
     assert doctor["vectors"].ok and doctor["files:example"].ok
     hits = ops.search(brain, ops.SearchInput(query="nightly backup nas", mode="vector")).hits
@@ -895,16 +895,16 @@ def test_a_failed_write_inside_a_batch_leaves_nothing_half_written(home: Path) -
 
     home.mkdir(parents=True)
     with Store(home / "brain.db") as store:
-        library_id = store.ensure_library("lab", str(home), "project")
+        library_id = store.entries.ensure_library("lab", str(home), "project")
         entry = EntryRecord("e1", library_id, "a.md", "A", "note", None, [], [], None, None,
                             "2026-01-01", "h", 1, 1, 1, "2026-01-01", None, {}, [])  # fmt: skip
         bad = ObservationRecord("entity:a", "is", "x\ud800", "narrative", "frontmatter", "a.md",
                                 1, "2026-01-01", None)  # fmt: skip
-        with store.write():
+        with store.db.write():
             with pytest.raises(UnicodeEncodeError):
-                store.put_entry(entry, [], new=True, observations=[bad])
-            store.mark_indexed(library_id, "2026-01-02")  # the batch goes on
-        assert store.entry("e1") is None and store.observation_counts() == {}
+                store.entries.put_entry(entry, [], new=True, observations=[bad])
+            store.entries.mark_indexed(library_id, "2026-01-02")  # the batch goes on
+        assert store.entries.entry("e1") is None and store.facts.observation_counts() == {}
 
 
 def test_secrets_in_hostile_places_are_dropped(

@@ -172,7 +172,7 @@ def test_git_import_is_incremental_and_survives_rewrites(
     assert rewritten.commits == 1  # only the new commit is walked and diffed
     walk = GraphReader(brain.store).neighbors("file:docs/new.md", depth=2)
     assert f"person:{BOB[1]}" in {n.key for n in walk.nodes}
-    commits = {k for (k, kind, *_) in brain.store.graph_snapshot()["nodes"] if kind == "commit"}
+    commits = {k for (k, kind, *_) in brain.store.graph.snapshot()["nodes"] if kind == "commit"}
     assert f"commit:{replaced}" in commits and len(commits) == 6  # 4 + new note + rewritten
     # switching back and forth between branches imports nothing twice
     main = repo.branches.local.create("main-line", head)
@@ -181,11 +181,12 @@ def test_git_import_is_incremental_and_survives_rewrites(
     assert back.diverged and back.commits == 0  # the README commit is not about docs/
     # gc drops what HEAD no longer reaches: the commit of the other line of history
     assert ops.gc(brain, ops.NoInput()).unreachable_commits == 1
-    commits = {k for (k, kind, *_) in brain.store.graph_snapshot()["nodes"] if kind == "commit"}
+    commits = {k for (k, kind, *_) in brain.store.graph.snapshot()["nodes"] if kind == "commit"}
     assert f"commit:{replaced}" not in commits and len(commits) == 5
-    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
-    assert brain.store.git_state(brain.store.library_ids(["docs"])["docs"])[1] == str(head.id)  # type: ignore[index]
-    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    assert brain.store.graph.orphans() == {"nodes": 0, "edges": 0}
+    docs_id = brain.store.entries.library_ids(["docs"])["docs"]
+    assert brain.store.graph.git_state(docs_id)[1] == str(head.id)  # type: ignore[index]
+    assert brain.store.graph.orphans() == {"nodes": 0, "edges": 0}
     brain.close()
 
 
@@ -196,8 +197,8 @@ def test_library_in_a_dot_folder_and_unreadable_repository(home: Path, tmp_path:
     brain = _brain(home, tmp_path / "repo" / ".notes")
     (report,) = ops.git_import(brain, ops.GitImportInput()).libraries
     assert report.versions == 1
-    assert brain.store.file_versions("file:docs/a.md", 5)
-    assert not brain.store.file_versions("file:docs/b.md", 5)
+    assert brain.store.graph.file_versions("file:docs/a.md", 5)
+    assert not brain.store.graph.file_versions("file:docs/b.md", 5)
     # git cannot read the history (its objects are gone): a message, never a traceback
     shutil.rmtree(tmp_path / "repo" / ".git" / "objects")
     (tmp_path / "repo" / ".git" / "objects").mkdir()
@@ -241,9 +242,8 @@ def test_stale_audit_on_disk_and_in_git(home: Path, repo: pygit2.Repository) -> 
     assert proc.returncode == 1 and "changed_on_disk" in proc.stdout
     ops.reindex(brain, ops.ReindexInput(embed=False))
     assert ops.audit(brain, ops.AuditInput()).items == []
-    assert brain.store.entry(brain.store.find_entry("docs:other.md")[0])["source_rev"].startswith(
-        "mtime:"
-    )  # type: ignore[index]
+    other = brain.store.entries.entry(brain.store.entries.find_entry("docs:other.md")[0])  # type: ignore[index]
+    assert other["source_rev"].startswith("mtime:")  # type: ignore[index]
     # a commit that changes pool.md in git while the work tree keeps the old content
     newer = commit(repo, {"docs/pool.md": "# Connection pool\n\nRewritten upstream.\n"}, BOB,
                    T0 + 9 * 86_400, "upstream rewrite", touch_workdir=False)  # fmt: skip
@@ -255,7 +255,7 @@ def test_stale_audit_on_disk_and_in_git(home: Path, repo: pygit2.Repository) -> 
     write(root / "pool.md", "# Connection pool\n\nRewritten upstream.\n")
     ops.reindex(brain, ops.ReindexInput(embed=False))
     assert ops.audit(brain, ops.AuditInput()).items == []
-    row = brain.store.entry(brain.store.find_entry("docs:pool.md")[0])  # type: ignore[index]
+    row = brain.store.entries.entry(brain.store.entries.find_entry("docs:pool.md")[0])  # type: ignore[index]
     assert row is not None and row["source_rev"] == newer
     # a local edit indexed, then an older staged version committed: the local edit is the
     # newest content, so nothing is stale (checking out would throw the edit away)
@@ -301,11 +301,11 @@ def test_links_relations_tags_and_alias_merge(home: Path, tmp_path: Path) -> Non
     write(root / "jobs.md", "# Jobs\n\nWrites to [[postgres]].\n")
     write(root / "README.md", "# README\n\nAbout this folder.\n")
     brain = _brain(home, root)
-    assert "entity:readme" not in {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    assert "entity:readme" not in {k for (k, *_) in brain.store.graph.snapshot()["nodes"]}
     reader = GraphReader(brain.store)
     preds = {(e.subject, e.predicate, e.object) for e in reader.neighbors("Postgres").edges}
-    jobs = "entry:" + brain.store.find_entry("docs:jobs.md")[0]  # type: ignore[index]
-    app = "entry:" + brain.store.find_entry("docs:app.md")[0]  # type: ignore[index]
+    jobs = "entry:" + brain.store.entries.find_entry("docs:jobs.md")[0]  # type: ignore[index]
+    app = "entry:" + brain.store.entries.find_entry("docs:app.md")[0]  # type: ignore[index]
     assert (jobs, "links_to", "entity:postgres") in preds
     assert not any(s == app for s, _, _ in preds)  # [[PG]] is not an alias yet
     assert reader.neighbors("PG").center.key == "entity:pg"
@@ -326,7 +326,7 @@ def test_links_relations_tags_and_alias_merge(home: Path, tmp_path: Path) -> Non
     assert (app, "depends_on", "entity:postgres") in {
         (e.subject, e.predicate, e.object) for e in merged.edges
     }
-    assert "entity:pgsql" not in {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    assert "entity:pgsql" not in {k for (k, *_) in brain.store.graph.snapshot()["nodes"]}
     with pytest.raises(UserError):
         ops.neighbors(brain, ops.NeighborsInput(node="entity:nothing-here"))
     # a cut walk returns only edges between the nodes it returns
@@ -416,12 +416,13 @@ def test_an_include_glob_matching_code_keeps_code_files_code(home: Path, tmp_pat
     ops.reindex(brain, ops.ReindexInput(embed=False))
 
     def entries(name: str) -> set[str]:
-        return set(brain.store.entry_states(brain.store.library_ids([name])[name]))
+        return set(brain.store.entries.entry_states(brain.store.entries.library_ids([name])[name]))
 
     assert entries("repo") == {"notes/pool-gotcha.md", "todo.txt"}  # text that is not code
     crumbs = ops.backlinks(brain, ops.BacklinksInput(ref="pool-gotcha")).breadcrumbs
     assert [(c.file, c.line) for c in crumbs] == [("src/db.py", 1)]
-    assert any(f.subject == "service:src/web" for f in brain.store.facts())  # config stays config
+    facts = brain.store.facts.assertions()
+    assert any(f.subject == "service:src/web" for f in facts)  # config stays config
     # without code globs that take them, included code files are text, as the note says
     added = ops.library_add(brain, ops.LibraryAddInput(name="text", path=str(root), code=[],
                                                        include=["**/*.py"]))  # fmt: skip
@@ -436,20 +437,20 @@ def test_deleting_an_entry_leaves_no_orphans(home: Path, tmp_path: Path) -> None
     write(root / "a.md", "---\ntags: [x, y]\n---\n# A\n\n[[Only From A]] and [[Shared]].\n")
     write(root / "b.md", "# B\n\n[[Shared]]\n")
     brain = _brain(home, root)
-    keys = {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    keys = {k for (k, *_) in brain.store.graph.snapshot()["nodes"]}
     assert {"entity:only from a", "entity:shared", "tag:x"} <= keys
     (root / "a.md").unlink()
     ops.reindex(brain, ops.ReindexInput(embed=False))
-    keys = {k for (k, *_) in brain.store.graph_snapshot()["nodes"]}
+    keys = {k for (k, *_) in brain.store.graph.snapshot()["nodes"]}
     assert "entity:only from a" not in keys and "tag:x" not in keys
     assert "entity:shared" in keys
-    assert all(e[4] != "a" for e in brain.store.graph_snapshot()["edges"])
-    assert brain.store.graph_orphans() == {"nodes": 0, "edges": 0}
+    assert all(e[4] != "a" for e in brain.store.graph.snapshot()["edges"])
+    assert brain.store.graph.orphans() == {"nodes": 0, "edges": 0}
     doctor = {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}
     assert doctor["orphans"].ok and doctor["breadcrumbs"].ok
     # removing the library removes its whole graph
     ops.library_remove(brain, ops.LibraryNameInput(name="docs"))
-    assert brain.store.graph_counts()["edges"] == 0 and brain.store.graph_counts()["nodes"] == 0
+    assert brain.store.graph.counts()["edges"] == 0 and brain.store.graph.counts()["nodes"] == 0
     brain.close()
 
 
@@ -474,7 +475,7 @@ def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
     graph at the next reindex, without re-embedding."""
     import apsw
 
-    from brainmap.store.db import MIGRATIONS, connect
+    from brainmap.store.schema import MIGRATIONS, connect
 
     root = write(tmp_path / "kb" / "Pool-Gotcha.md", "# Pool\n\nSee [[Postgres]].\n").parent
     brain = _brain(home, root)
@@ -498,19 +499,20 @@ def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version=1")
     conn.close()
     with Store(home / "brain.db") as store:
-        assert store.schema_version() == SCHEMA_VERSION
-        assert store.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
-        assert store.counts()["chunks"] > 0 and store.graph_counts()["edges"] == 0
+        assert store.db.schema_version() == SCHEMA_VERSION
+        assert store.entries.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
+        assert store.counts()["chunks"] > 0 and store.graph.counts()["edges"] == 0
     out = json.loads(run_cli(home, "reindex", "--json").stdout)
     docs = next(lib for lib in out["libraries"] if lib["library"] == "docs")
     assert (docs["added"], docs["deleted"], docs["updated"]) == (0, 0, 1)
     assert out["embedding"]["embedded"] == out["embedding"]["cached"] == 0  # vectors were kept
     with Store(home / "brain.db") as store:
-        preds = {e.predicate for _, e in store.edges_touching(["file:docs/Pool-Gotcha.md"])[0]}
+        touching, _ = store.graph.edges_touching(["file:docs/Pool-Gotcha.md"])
+        preds = {e.predicate for _, e in touching}
         assert preds == {"from_file"}
-        row = store.entry(store.find_entry("docs:Pool-Gotcha.md")[0])  # type: ignore[index]
+        row = store.entries.entry(store.entries.find_entry("docs:Pool-Gotcha.md")[0])  # type: ignore[index]
         assert row is not None and row["blob"] and row["content_hash"]
-        assert store.graph_counts()["edges"] == 3  # from_file, describes, links_to
+        assert store.graph.counts()["edges"] == 3  # from_file, describes, links_to
 
 
 def test_a_version_replaced_by_a_merge_is_not_newer(home: Path, tmp_path: Path) -> None:
@@ -531,7 +533,7 @@ def test_a_version_replaced_by_a_merge_is_not_newer(home: Path, tmp_path: Path) 
                        [pygit2.Oid(hex=c3), branch])  # fmt: skip
     brain = _brain(home, Path(repo.workdir))
     ops.git_import(brain, ops.GitImportInput())
-    row = brain.store.entry(brain.store.find_entry("docs:a.md")[0])  # type: ignore[index]
+    row = brain.store.entries.entry(brain.store.entries.find_entry("docs:a.md")[0])  # type: ignore[index]
     assert row is not None and row["source_rev"] == str(branch)
     assert ops.audit(brain, ops.AuditInput()).items == []
     brain.close()
@@ -547,12 +549,12 @@ def test_changed_globs_import_the_history_again(home: Path, repo: pygit2.Reposit
     commit(repo, {"docs/notes.txt": "plain text\n"}, ANN, T0 + 5 * 86_400, "a text file")
     brain = _brain(home, Path(repo.workdir) / "docs")
     ops.git_import(brain, ops.GitImportInput())
-    assert not brain.store.file_versions("file:docs/notes.txt", 5)
+    assert not brain.store.graph.file_versions("file:docs/notes.txt", 5)
     brain.cfg.libraries[-1].include.append("**/*.txt")
     brain.save_config()
     again = ops.git_import(brain, ops.GitImportInput()).libraries[0]
     assert not again.up_to_date and again.commits == 5
-    assert brain.store.file_versions("file:docs/notes.txt", 5)
+    assert brain.store.graph.file_versions("file:docs/notes.txt", 5)
     brain.close()
 
 
@@ -590,13 +592,13 @@ def test_an_entry_indexed_meanwhile_is_updated_not_duplicated(home: Path, tmp_pa
     root = write(tmp_path / "kb" / "a.md", "# A\n\nSee [[B]].\n").parent
     brain = _brain(home, root)
     lib = brain.cfg.library("docs")
-    library_id = brain.store.library_ids(["docs"])["docs"]
+    library_id = brain.store.entries.library_ids(["docs"])["docs"]
     found = next(f for f in scan(root, lib.paths) if f.rel == "a.md")
-    before = brain.store.graph_snapshot()["edges"]
+    before = brain.store.graph.snapshot()["edges"]
     problem = _index_file(brain.cfg, brain.store, lib, library_id, found, None, True,
                           LibraryReport("docs"), False, ProjectFinder(root, "docs"))  # fmt: skip
     assert problem is None
-    assert brain.store.graph_snapshot()["edges"] == before
+    assert brain.store.graph.snapshot()["edges"] == before
     brain.close()
 
 
@@ -612,7 +614,7 @@ def test_alias_chains_and_cycles_merge(home: Path, tmp_path: Path) -> None:
     walk = reader.neighbors("pg")
     assert walk.center.key == "entity:postgres"  # pg -> postgresql -> postgres
     assert set(walk.center.aliases) == {"entity:pg", "entity:postgresql"}
-    a = "entry:" + brain.store.find_entry("docs:a.md")[0]  # type: ignore[index]
+    a = "entry:" + brain.store.entries.find_entry("docs:a.md")[0]  # type: ignore[index]
     assert (a, "links_to", "entity:postgres") in {
         (e.subject, e.predicate, e.object) for e in walk.edges
     }

@@ -44,7 +44,7 @@ def test_index_example_library(brain: ops.Brain) -> None:
     assert counts["entries"] == len(list(EXAMPLE.rglob("*.md")))
     assert counts["chunks"] >= counts["entries"]
     assert counts["vectors"] == counts["chunks"]
-    assert brain.store.pending_count(brain.searcher.model) == 0
+    assert brain.store.vectors.pending_count(brain.searcher.model) == 0
     _no_orphans(brain)
 
 
@@ -88,9 +88,9 @@ def test_unchanged_library_changes_nothing(brain: ops.Brain, library: Path) -> N
     before = brain.store.snapshot()
     time.sleep(2.1)  # past the racy window of the first index
     _reindex(brain)  # re-hashes entries written within the racy window, once
-    changes = brain.store.conn.total_changes()
+    changes = brain.store.db.conn.total_changes()
     report = _reindex(brain).libraries[-1]
-    assert brain.store.conn.total_changes() == changes
+    assert brain.store.db.conn.total_changes() == changes
     assert report.unchanged == report.files and report.added == report.updated == 0
     assert brain.store.snapshot() == before
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in library.rglob("*.md")} == files
@@ -110,7 +110,7 @@ def test_full_reindex_re_embeds_nothing(brain: ops.Brain) -> None:
     report = _reindex(brain, full=True, embed=False)
     assert report.libraries[-1].updated == report.libraries[-1].files
     assert brain.store.snapshot() == before  # FTS rows rewritten, vectors kept
-    assert brain.store.pending_count(brain.searcher.model) == 0
+    assert brain.store.vectors.pending_count(brain.searcher.model) == 0
 
 
 def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     write(library / "alias-bomb.md", "---\nx: &a [*a]\n---\n# Alias bomb\n\nstill indexed\n")
 
     report = _reindex(brain).libraries[-1]
-    skipped = {path: reason for _, path, reason in brain.store.skipped()}
+    skipped = {path: reason for _, path, reason in brain.store.entries.skipped()}
     assert "binary" in skipped["binary.md"]
     assert "max_file_mb" in skipped["huge.md"]
     assert "outside" in skipped["escape.md"]
@@ -153,7 +153,7 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     assert brain.searcher.search("brûlée", mode="bm25").hits[0].path == "latin1.md"
     assert brain.searcher.search("内容", mode="bm25").hits[0].path == "utf16.md"
     assert brain.searcher.search("Still here", mode="bm25").hits[0].path == "bad-yaml.md"
-    warnings = {path: w for _, path, w in brain.store.entry_warnings()}
+    warnings = {path: w for _, path, w in brain.store.entries.entry_warnings()}
     assert any("broken frontmatter" in w for w in warnings["bad-yaml.md"])
     assert any("Windows-1252" in w for w in warnings["latin1.md"])
     doctor = ops.doctor(brain, ops.NoInput())
@@ -166,7 +166,7 @@ def test_hostile_files_never_crash(brain: ops.Brain, library: Path, tmp_path: Pa
     assert (again.skipped, again.added, again.updated, again.deleted) == (report.skipped, 0, 0, 0)
     (library / "binary.md").write_text("# Fixed\n\nnow text\n")
     _reindex(brain)
-    assert "binary.md" not in {p for _, p, _ in brain.store.skipped()}
+    assert "binary.md" not in {p for _, p, _ in brain.store.entries.skipped()}
     assert brain.searcher.search("now text", mode="bm25").hits[0].path == "binary.md"
 
 
@@ -410,10 +410,11 @@ def test_unreadable_folder_keeps_its_entries(
     assert (report.deleted, report.skipped) == (0, 1)
     hits = brain.searcher.search("behind the lock", mode="bm25").hits
     assert hits[0].path == "locked/inner.md"
-    assert ("example", "locked", "cannot read folder: Permission denied") in brain.store.skipped()
+    skipped = brain.store.entries.skipped()
+    assert ("example", "locked", "cannot read folder: Permission denied") in skipped
     monkeypatch.undo()
     report = _reindex(brain, embed=False).libraries[-1]
-    assert report.skipped == 0 and brain.store.skipped() == []
+    assert report.skipped == 0 and brain.store.entries.skipped() == []
 
 
 class _StandInEmbeddings(http.server.BaseHTTPRequestHandler):

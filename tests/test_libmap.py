@@ -38,7 +38,7 @@ def _brain(home: Path, libraries: dict[str, Path], embed: bool = False) -> ops.B
 
 
 def _rows(brain: ops.Brain, name: str) -> list[MapBlockRow]:
-    return brain.store.map_blocks([name], history=True)
+    return brain.store.maps.blocks([name], history=True)
 
 
 def _active(brain: ops.Brain, name: str) -> libmap.MapBlock:
@@ -141,7 +141,7 @@ def test_bridges_appear_and_disappear(home: Path, tmp_path: Path) -> None:
     ops.reindex(brain, ops.ReindexInput(embed=False))
     assert _active(brain, "a").bridged_libraries == {"b": 1}
     ops.library_remove(brain, ops.LibraryNameInput(name="b"))
-    assert _active(brain, "a").bridges == [] and not brain.store.map_blocks(["b"], history=True)
+    assert _active(brain, "a").bridges == [] and not brain.store.maps.blocks(["b"], history=True)
     brain.close()
 
 
@@ -284,7 +284,7 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     assert ops.search(brain, ops.SearchInput(query="boil pasta")).routed is None
     # the embedding pass gives the blocks their vectors, without new blocks
     assert ops.reindex(brain, ops.ReindexInput()).map == []
-    rows = {r.library: r for r in brain.store.map_blocks()}
+    rows = {r.library: r for r in brain.store.maps.blocks()}
     assert rows["cooking"].centroid_n == 2 and rows["cooking"].vec is not None
     assert rows["brain"].centroid is None and rows["brain"].vec is not None
     ops.gc(brain, ops.NoInput())  # keeps the sentences' vectors in the cache
@@ -304,8 +304,8 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     assert ops.search(brain, ops.SearchInput(query="red giant star")).routed == ["stars", "brain"]
     # a library the map cannot place (no block, e.g. after an interrupted upgrade) is
     # always searched
-    with brain.store.write():
-        brain.store.conn.execute(
+    with brain.store.db.write():
+        brain.store.db.conn.execute(
             "DELETE FROM map_block WHERE library_id = (SELECT id FROM library WHERE name = ?)",
             ("network",),
         )
@@ -377,7 +377,7 @@ def test_cli_map(home: Path, tmp_path: Path) -> None:
 
 
 def test_a_v3_index_gets_the_map_at_the_next_reindex(home: Path, tmp_path: Path) -> None:
-    from brainmap.store.db import connect
+    from brainmap.store.schema import connect
 
     a = _library(tmp_path / "a", ALPHA)
     _brain(home, {"a": a}).close()
@@ -401,7 +401,7 @@ def test_a_v3_index_gets_the_map_at_the_next_reindex(home: Path, tmp_path: Path)
     conn.execute("PRAGMA user_version=3")
     conn.close()
     brain = ops.Brain(home)
-    assert brain.store.map_blocks() == []
+    assert brain.store.maps.blocks() == []
     assert ops.reindex(brain, ops.ReindexInput(embed=False)).map == ["brain", "a"]
     assert _active(brain, "a").narrative_source == "README.md"
     brain.close()
@@ -485,14 +485,14 @@ def test_a_block_that_lost_a_race_is_not_stored(home: Path, tmp_path: Path) -> N
 
     a = _library(tmp_path / "a", ALPHA)
     brain = _brain(home, {"a": a})
-    first = brain.store.map_blocks(["a"])[0]
-    library_id = brain.store.library_ids(["a"])["a"]
+    first = brain.store.maps.blocks(["a"])[0]
+    library_id = brain.store.entries.library_ids(["a"])["a"]
 
     def block(replaces: int) -> NewBlock:
         return NewBlock(library_id, "f", "s", first.block, "2026-01-01T00:00:00+00:00",
                         MapVectors(), "{}", replaces)  # fmt: skip
 
-    assert brain.store.save_map([block(first.id)], []) == []  # computed against the active one
-    assert brain.store.save_map([block(first.id)], []) == [library_id]  # that one is gone
+    assert brain.store.maps.save([block(first.id)], []) == []  # computed against the active one
+    assert brain.store.maps.save([block(first.id)], []) == [library_id]  # that one is gone
     assert [r.status for r in _rows(brain, "a")] == ["active", "superseded"]
     brain.close()

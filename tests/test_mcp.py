@@ -273,7 +273,7 @@ def test_read_only_instructions_name_only_the_tools_offered(brain: ops.Brain, ho
 def test_help_of_read_only_names_every_tool_it_drops() -> None:
     from click.testing import CliRunner
 
-    from brainmap.cli import cli
+    from brainmap.cli.main import cli
 
     writes = {o.tool for o in ops.served() if o.writes}
     for command in ("serve", "mcp"):

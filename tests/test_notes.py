@@ -46,14 +46,14 @@ def test_save_writes_frontmatter_and_indexes_at_once(brain: ops.Brain, library: 
     assert text.split("---\n", 2)[2].startswith("# Pin the Postgres image tag\n")
     hits = brain.searcher.search("which postgres image tag", limit=3).hits
     assert hits[0].id == result.id and hits[0].vector_rank is not None  # text and vector at once
-    assert brain.store.pending_count(brain.searcher.model) == 0
+    assert brain.store.vectors.pending_count(brain.searcher.model) == 0
 
 
 def test_a_save_embeds_its_note_once(
     brain: ops.Brain, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The dedup check's vector is the one the index needs: one embedding per save."""
-    from brainmap.embed import load_embedder
+    from brainmap.embedders import load_embedder
 
     embedder = load_embedder(brain.cfg.embedder)
     embedded: list[str] = []
@@ -66,7 +66,7 @@ def test_a_save_embeds_its_note_once(
     monkeypatch.setattr(embedder, "passages", counted)
     result = _save(brain, title="Rotate the backup keys", body="Every quarter, with `age`.")
     assert result.status == "saved" and len(embedded) == 1
-    assert brain.store.pending_count(brain.searcher.model) == 0  # and it has its vector
+    assert brain.store.vectors.pending_count(brain.searcher.model) == 0  # and it has its vector
     hits = brain.searcher.search("rotate backup keys", mode="vector", limit=1).hits
     assert hits[0].id == result.id
 
@@ -91,7 +91,7 @@ def test_near_duplicate_returns_the_candidate_and_writes_nothing(
 
 
 def test_merge_into_appends_a_dated_section(brain: ops.Brain, library: Path) -> None:
-    target = brain.store.find_entry("example:patterns/git-undo-commit.md")
+    target = brain.store.entries.find_entry("example:patterns/git-undo-commit.md")
     assert target is not None
     before = (library / "patterns/git-undo-commit.md").read_text()
     result = _save(brain, title="Recover with reflog", body="`git reflog` finds the dropped commit.",
@@ -244,7 +244,7 @@ def test_merge_keeps_line_endings_mode_and_drops_control_characters(
     path.write_bytes(b"# Windows note\r\n\r\nfirst line\r\n")
     path.chmod(0o640)
     ops.reindex(brain, ops.ReindexInput(embed=False))
-    entry = brain.store.find_entry("example:crlf.md")
+    entry = brain.store.entries.find_entry("example:crlf.md")
     assert entry is not None
     result = _save(brain, title="More", body="second\x00 line\x1b", merge_into=entry[0])
     assert result.status == "merged"
@@ -279,7 +279,7 @@ def test_kill_during_save_leaves_old_or_new_bytes(
 ) -> None:
     """RELIABILITY 2: kill -9 while an entry is rewritten again and again: the file always
     holds one complete version; temp files are never indexed and are swept by the next scan."""
-    target = brain.store.find_entry("example:gotchas/cron-timezone.md")
+    target = brain.store.entries.find_entry("example:gotchas/cron-timezone.md")
     assert target is not None
     path = library / "gotchas" / "cron-timezone.md"
     original = path.read_text().rstrip("\n") + "\n"

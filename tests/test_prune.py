@@ -123,7 +123,7 @@ def test_archive_moves_into_archive_with_a_rename_git_sees_and_deletes_nothing(
     _git(library, "add", "-A")
     _git(library, "commit", "-q", "-m", "notes")
     ops.reindex(brain, ops.ReindexInput())
-    found = brain.store.find_entry(f"example:{PLANTED}")  # (a get would count as a use)
+    found = brain.store.entries.find_entry(f"example:{PLANTED}")  # (a get would count as a use)
     assert found is not None
     old_id = found[0]
     _use_all_but(brain, home, PLANTED)
@@ -147,7 +147,7 @@ def test_archive_moves_into_archive_with_a_rename_git_sees_and_deletes_nothing(
     # the index followed: the old path is gone, the archived one is indexed
     after = ops.Brain(home)
     try:
-        assert after.store.find_entry(old_id) is None
+        assert after.store.entries.find_entry(old_id) is None
         archived = ops.get(after, ops.GetInput(ref=f"example:archive/{PLANTED}"))
         assert archived.title == "Deploy checklist for the 2019 cluster"
         assert not [i for i in _plan(after).items if i.path.startswith("archive/")]

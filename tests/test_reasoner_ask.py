@@ -49,7 +49,7 @@ def _facts_table(home: Path) -> list[tuple[Any, ...]]:
     brain = ops.Brain(home)
     try:
         return sorted((r.subject, r.predicate, r.object, r.confidence,
-                       json.dumps(r.props, sort_keys=True)) for r in brain.store.facts())  # fmt: skip
+                       json.dumps(r.props, sort_keys=True)) for r in brain.store.facts.assertions())  # fmt: skip
     finally:
         brain.close()
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from brainmap import bakeoff, cli_reasoner, written
+from brainmap import bakeoff, written
+from brainmap.cli import reasoner as cli_reasoner
 from brainmap.errors import UserError
 from conftest import run_cli, write
 from model_server import reasoner_home

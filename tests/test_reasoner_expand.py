@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from brainmap import ops
-from brainmap.search import SearchResult, rrf
+from brainmap.fusion import rrf
+from brainmap.search import SearchResult
 from conftest import example_brain, free_port, run_cli
 
 QUERY = "how do I undo the last commit"

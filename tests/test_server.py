@@ -229,7 +229,7 @@ def test_collect_reads_over_http_only_library_and_allowed_files(
         assert collect(str(allowed)).status_code == 200
         assert collect(str(library / "conf" / "missing")).status_code == 404  # inside: it may say
     with ops.Brain(home) as reopened:
-        subjects = {row.subject for row in reopened.store.facts()}
+        subjects = {row.subject for row in reopened.store.facts.assertions()}
     assert {"host:nas", "host:pi"} <= subjects and "host:secret-box" not in subjects
     # the CLI reads what its user names, as before
     run_cli(home, "collect", "example", "--source", "ssh", "--from", str(outside))

@@ -32,8 +32,8 @@ def test_pragma_contract_on_every_connection(tmp_path: Path) -> None:
     """RELIABILITY 6: the one factory sets every PRAGMA, for the index and the cache."""
     _assert_contract(store.connect(tmp_path / "a.db"))
     s = Store(tmp_path / "brain.db")
-    _assert_contract(s.conn)
-    assert s.pragmas() == {"journal_mode": "wal", "foreign_keys": 1, "synchronous": 1,
+    _assert_contract(s.db.conn)
+    assert s.db.pragmas() == {"journal_mode": "wal", "foreign_keys": 1, "synchronous": 1,
                            "busy_timeout": store.BUSY_TIMEOUT_MS}  # fmt: skip
     cache = VectorCache(tmp_path / "vectors.db")
     _assert_contract(cache.conn)
@@ -52,12 +52,12 @@ def test_write_waits_for_another_writer(tmp_path: Path) -> None:
     release = threading.Timer(1.0, lambda: other.execute("COMMIT"))
     release.start()
     started = time.monotonic()
-    library_id = s.ensure_library("lib", "/tmp/x", "project")
+    library_id = s.entries.ensure_library("lib", "/tmp/x", "project")
     waited = time.monotonic() - started
     release.join()
     assert library_id > 0
     assert waited >= 0.8  # it really waited for the other writer
-    assert s.library_ids(["lib"]) == {"lib": library_id}
+    assert s.entries.library_ids(["lib"]) == {"lib": library_id}
     s.close()
     other.close()
 
@@ -83,7 +83,7 @@ from brainmap.store import Store
 while time.time() < float(sys.argv[2]):
     time.sleep(0.001)
 s = Store(sys.argv[1])
-print(s.schema_version())
+print(s.db.schema_version())
 s.close()
 """
 
@@ -116,8 +116,8 @@ def test_old_schema_is_rebuilt_and_newer_schema_refused(tmp_path: Path) -> None:
     conn.execute("INSERT INTO notes(body) VALUES ('old layout')")
     conn.close()
     s = Store(path)
-    assert s.schema_version() == SCHEMA_VERSION
-    names = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+    assert s.db.schema_version() == SCHEMA_VERSION
+    names = {r[0] for r in s.db.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
     assert "notes" not in names and "notes_fts" not in names and "entry" in names
     s.close()
     conn = store.connect(path)
@@ -180,3 +180,22 @@ def test_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
     assert counts[0][1] == 21  # the main thread's and those of 20 concurrent workers
     assert counts[-1] == counts[0]  # later threads reuse them: no growth
     brain.close()
+
+
+def test_rows_are_mapped_by_column_name(tmp_path: Path) -> None:
+    """Rows become dataclasses by column name: in any column order, with JSON decoded, and a
+    column that names no field is an error rather than a value in the wrong field."""
+    with Store(tmp_path / "brain.db") as s:
+        s.entries.ensure_library("lib", "/tmp/x", "project")
+        [row] = s.entries.libraries()
+        shuffled = "SELECT language, analyzer, indexed_at, scope, path, name, id FROM library"
+        assert s.db.records(store.LibraryRow, shuffled) == [row]
+        decoded = s.db.records(
+            store.NodeRecord,
+            """SELECT 'k' AS key, 'entity' AS kind, 'K' AS label, '{"a": 1}' AS props""",
+            json_columns=("props",),
+        )
+        assert decoded == [store.NodeRecord("k", "entity", "K", {"a": 1})]
+        assert s.db.records(store.LibraryRow, "SELECT * FROM library WHERE id < 0") == []
+        with pytest.raises(TypeError, match="no field for column"):
+            s.db.records(store.LibraryRow, "SELECT id, name AS title FROM library")

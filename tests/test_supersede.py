@@ -171,7 +171,7 @@ def test_facts_from_a_retired_entry_no_longer_confirm(home: Path, tmp_path: Path
     ops.collect(brain, ops.CollectInput(embed=False))
 
     def confidence() -> str:
-        for row in brain.store.facts():
+        for row in brain.store.facts.assertions():
             fact = ops.facts.fact_of(row)
             if (fact.subject, fact.predicate, fact.object) == (
                 "service:shop/web", "publishes", "port:8000"):  # fmt: skip

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from brainmap import ops
-from brainmap.embed import EmbedderError, OpenAIEmbedder, QueryBatcher, load_embedder
-from brainmap.search import SearchResult, VectorIndex, _Snapshot
+from brainmap.embedders import EmbedderError, OpenAIEmbedder, load_embedder
+from brainmap.queryvectors import QueryBatcher
+from brainmap.search import SearchResult
 from brainmap.store import Filters, Store
-from brainmap.store.db import MIGRATIONS, SCHEMA_VERSION, VEC_LOG_KEEP, VEC_LOG_PRUNE_EVERY
+from brainmap.store.schema import MIGRATIONS, SCHEMA_VERSION, VEC_LOG_KEEP, VEC_LOG_PRUNE_EVERY
+from brainmap.vectorindex import VectorIndex, _Snapshot
 from conftest import free_port, write
 
 QUERIES = [
@@ -97,7 +99,7 @@ def test_concurrent_hybrid_searches_get_the_same_hits_as_sequential_ones(
 ) -> None:
     sequential = {q: _hits(ops.search(brain, ops.SearchInput(query=q))) for q in QUERIES}
     assert sum(map(bool, sequential.values())) > len(QUERIES) // 2
-    brain.searcher.forget_queries()  # the concurrent searches embed their queries again
+    brain.searcher.embedder.forget_queries()  # the concurrent searches embed their queries again
     got: dict[tuple[int, str], list[tuple[int, float, int | None, int | None]]] = {}
     errors: list[BaseException] = []
     start = threading.Barrier(len(QUERIES) * 2)
@@ -181,7 +183,7 @@ def test_refresh_after_insert_and_delete_equals_a_full_reload(
     _same_as_a_full_reload(index, store)
 
     assert saved.id is not None
-    store.delete_entries([saved.id])
+    store.entries.delete_entries([saved.id])
     index.refresh(store)
     assert index.change_loads == 3 and index.full_loads == 1
     _same_as_a_full_reload(index, store)
@@ -200,8 +202,8 @@ def test_compaction_and_concurrent_readers_keep_their_snapshot(
     assert taken is not None
     ids, matrix = taken.ids.copy(), taken.parts[0].copy()
     monkeypatch.setattr(_Snapshot, "COMPACT_ROWS", 1)
-    rows = store.load_vectors(index.model)
-    store.put_vectors(  # every vector written again: all removed and added
+    rows = store.vectors.load(index.model)
+    store.vectors.put(  # every vector written again: all removed and added
         index.model,
         [
             (cid, lib, rows.vectors[i * 384 * 4 : (i + 1) * 384 * 4])
@@ -221,23 +223,23 @@ def test_a_pruned_log_means_a_full_reload(brain: ops.Brain) -> None:
     store = brain.store
     index = VectorIndex(brain.searcher.model)
     index.refresh(store)
-    generation = store.vector_generation()
-    rows = store.load_vectors(index.model)
+    generation = store.vectors.generation()
+    rows = store.vectors.load(index.model)
     one = [(rows.ids[0], rows.library_ids[0], rows.vectors[: 384 * 4])]
     for _ in range((VEC_LOG_KEEP + VEC_LOG_PRUNE_EVERY) // 2 + 1):
-        store.put_vectors(index.model, one)  # a delete and an insert: two changes
-    assert store.vector_generation() > generation + VEC_LOG_KEEP + VEC_LOG_PRUNE_EVERY
-    logged = store.conn.execute("SELECT count(*) FROM vec_change").fetchall()[0][0]
+        store.vectors.put(index.model, one)  # a delete and an insert: two changes
+    assert store.vectors.generation() > generation + VEC_LOG_KEEP + VEC_LOG_PRUNE_EVERY
+    logged = store.db.conn.execute("SELECT count(*) FROM vec_change").fetchall()[0][0]
     assert VEC_LOG_KEEP <= logged < VEC_LOG_KEEP + VEC_LOG_PRUNE_EVERY
-    assert store.vector_changes(index.model, generation, 10**9) is None
+    assert store.vectors.changes(index.model, generation, 10**9) is None
     index.refresh(store)
     assert (index.full_loads, index.change_loads) == (2, 0)
     _same_as_a_full_reload(index, store)
-    assert store.vector_changes(index.model, generation + 10**6, 10**9) is None  # rebuilt
+    assert store.vectors.changes(index.model, generation + 10**6, 10**9) is None  # rebuilt
 
 
 def test_an_index_from_before_the_log_gains_it(tmp_path: Path) -> None:
-    from brainmap.store.db import _sql_slug, connect
+    from brainmap.store.schema import _sql_slug, connect
 
     path = tmp_path / "brain.db"
     conn = connect(path)
@@ -261,12 +263,12 @@ def test_an_index_from_before_the_log_gains_it(tmp_path: Path) -> None:
     conn.close()
 
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION
+    assert store.db.schema_version() == SCHEMA_VERSION
     index = VectorIndex("m")
     index.refresh(store)
     assert len(index) == 3 and index.full_loads == 1
-    store.delete_entries(["e"])  # the cascade logs each vector removed
+    store.entries.delete_entries(["e"])  # the cascade logs each vector removed
     index.refresh(store)
     assert len(index) == 0 and index.change_loads == 1
-    assert store.vector_generation() == 3 + 3
+    assert store.vectors.generation() == 3 + 3
     store.close()

@@ -91,7 +91,7 @@ def _assert_race_outcome(
     assert temps == []  # and no temp file is left behind, anywhere
     for entry_id, rel in saved:  # every note that was answered "saved" is there and indexed
         assert (library / rel).is_file(), rel
-        assert brain.store.entry(entry_id) is not None, rel
+        assert brain.store.entries.entry(entry_id) is not None, rel
     on_disk = {f"race/{name}" for name in os.listdir(library / "race")}
     assert on_disk == {rel for _, rel in saved}  # no note the index does not know
 
@@ -165,7 +165,7 @@ TIMEOUT_S = 60  # a regression hangs: the subprocess is killed and the test fail
 
 
 def _fifo_in_place(brain: ops.Brain, library: Path) -> tuple[str, Path]:
-    found = brain.store.find_entry("example:gotchas/cron-timezone.md")
+    found = brain.store.entries.find_entry("example:gotchas/cron-timezone.md")
     assert found is not None
     path = library / "gotchas" / "cron-timezone.md"
     path.unlink()

@@ -30,7 +30,7 @@ def main() -> None:
         # everything is closed and on disk: skip the interpreter's teardown (about 12 ms of
         # an agent's every tool call)
         os._exit(code)
-    from brainmap.cli import main as cli_main
+    from brainmap.cli.main import main as cli_main
 
     cli_main()
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brainmap.config import Config
-from brainmap.facts import Conflict, contradictions
+from brainmap.facts.models import Conflict, contradictions
 from brainmap.indexer import diff_library, entry_id
 from brainmap.store import Store
 
@@ -46,8 +46,8 @@ def contradict(cfg: Config, store: Store, names: list[str] | None) -> AuditRepor
     each with both sides' evidence and the rule that resolved it, if any."""
     libs = cfg.select(names)
     report = AuditReport("contradict", [lib.name for lib in libs])
-    ids = list(store.library_ids(lib.name for lib in libs).values())
-    report.conflicts = contradictions(store.facts(ids))
+    ids = list(store.entries.library_ids(lib.name for lib in libs).values())
+    report.conflicts = contradictions(store.facts.assertions(ids))
     for conflict in report.conflicts:
         key = f"resolved_by_{conflict.resolved_by}" if conflict.resolved_by else "unresolved"
         report.counts[key] = report.counts.get(key, 0) + 1
@@ -82,7 +82,7 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
     they were indexed at, and entries whose ``last_verified`` is older than ``verify_days``."""
     libs = [lib for lib in cfg.select(names) if lib.path.is_dir()]
     report = AuditReport("stale", [lib.name for lib in libs])
-    ids = store.library_ids(lib.name for lib in libs)
+    ids = store.entries.library_ids(lib.name for lib in libs)
     on_disk: set[tuple[str, str]] = set()
     for lib in libs:
         if lib.name not in ids:
@@ -91,7 +91,7 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
         for kind, rels in (("changed_on_disk", diff.changed), ("deleted_on_disk", diff.gone)):
             for rel in rels:
                 eid = entry_id(lib.name, rel)
-                row = store.entry(eid)
+                row = store.entries.entry(eid)
                 on_disk.add((lib.name, rel))
                 report.items.append(
                     AuditItem(
@@ -115,7 +115,7 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
                     )
                 )  # fmt: skip
     heads = {lib.name: _head_check(lib.path) for lib in libs}
-    for eid, library, rel, blob, rev, commit, when, new_blob in store.latest_versions(
+    for eid, library, rel, blob, rev, commit, when, new_blob in store.graph.latest_versions(
         list(ids.values())
     ):
         sha = commit.removeprefix("commit:")
@@ -135,7 +135,7 @@ def stale(cfg: Config, store: Store, names: list[str] | None, today: dt.date) ->
         )  # fmt: skip
     if cfg.graph.verify_days:
         before = (today - dt.timedelta(days=cfg.graph.verify_days)).isoformat()
-        for eid, library, rel, verified in store.reverify_due(before, list(ids.values())):
+        for eid, library, rel, verified in store.entries.reverify_due(before, list(ids.values())):
             report.items.append(
                 AuditItem(
                     "reverify", library, rel, eid,

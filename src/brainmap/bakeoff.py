@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from brainmap import written
 from brainmap.config import Config
 from brainmap.errors import UserError
+from brainmap.progress import ProgressFn
 from brainmap.reasoner import Reasoner, ReasonerUnavailable
 
 Task = Literal["tags", "expand", "summary", "answer"]
@@ -192,9 +193,6 @@ class TaskScore:
 class BakeoffReport:
     data: str  # the labelled set used
     scores: list[TaskScore] = field(default_factory=list)
-
-
-ProgressFn = Callable[[str, int, int | None], None]
 
 
 def run(

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from brainmap import libmap
 from brainmap.config import Config
-from brainmap.facts import pair_library
+from brainmap.facts.pairing import pair_library
+from brainmap.keys import EntryRef
 from brainmap.safefile import file_lock
 from brainmap.store import Store
 
@@ -63,8 +64,9 @@ def after_change(
         names = [cfg.library(name).name for name in dict.fromkeys(libraries)]
     if rollups:
         derived.rollups = roll_up_completed(cfg, store, embed=embed)
-        names += [r.partition(":")[0] for r in derived.rollups if r.partition(":")[0] not in names]
-    ids = store.library_ids(names)
+        written = map(EntryRef.parse, derived.rollups)
+        names += [ref.library for ref in written if ref.library not in names]
+    ids = store.entries.library_ids(names)
     derived.facts_paired = [
         name for name in names if name in ids and pair_library(store, ids[name])
     ]

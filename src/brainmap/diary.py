@@ -657,7 +657,8 @@ def days_of(project_dir: Path) -> Iterator[tuple[dt.date, Path]]:
 
 
 def projects(cfg: Config) -> list[str]:
-    """The project folders of the diary (their slugs)."""
+    """The project folders of the diary: those named by their slug (the diary's own; a
+    hand-made ``My Proj`` folder is no project the diary writes or reads)."""
     try:
         lib = diary_library(cfg)
     except UserError:
@@ -665,7 +666,7 @@ def projects(cfg: Config) -> list[str]:
     base = lib.path / safe_folder(cfg.diary.folder)
     try:
         return sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
-                      and not e.name.startswith("."))  # fmt: skip
+                      and not e.name.startswith(".") and e.name == slugify(e.name))  # fmt: skip
     except OSError:
         return []
 

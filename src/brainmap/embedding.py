@@ -7,18 +7,15 @@ fault injection points of the crash tests, which the text pass shares.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brainmap.embed import MAX_EMBED_CHARS
+from brainmap.embedders import MAX_EMBED_CHARS
+from brainmap.progress import ProgressFn
 from brainmap.store import PendingChunk, Store, VectorCache
 
 if TYPE_CHECKING:
-    from brainmap.embed import Embedder
-
-#: ``progress(phase, done, total)``; phase is "scan", "embed" or "git".
-ProgressFn = Callable[[str, int, int | None], None]
+    from brainmap.embedders import Embedder
 
 
 @dataclass
@@ -66,12 +63,12 @@ def embed_pending(
     an earlier index), otherwise from the model in batches. A chunk the model rejects is left
     without a vector (counted in ``failed``) and does not hold up the others.
     """
-    from brainmap.embed import load_embedder, model_id_of
+    from brainmap.embedders import load_embedder, model_id_of
 
     started = time.monotonic()
     model = model_id_of(embedder_spec)
     report = EmbedReport(model)
-    total = store.pending_count(model, library_ids, entry_ids)
+    total = store.vectors.pending_count(model, library_ids, entry_ids)
     if not total:
         return report
     embedder = load_embedder(embedder_spec)
@@ -79,14 +76,14 @@ def embed_pending(
     if progress:
         progress("embed", 0, total)
     after: int | None = None
-    while page := store.pending_chunks(
+    while page := store.vectors.pending_chunks(
         model, library_ids, limit=batch_size * 8, after=after, entry_ids=entry_ids
     ):
         after = page[-1].id
         for start in range(0, len(page), batch_size):
             group = page[start : start + batch_size]
             vectors = _vectors_for(group, cache, embedder, model, report)
-            store.put_vectors(
+            store.vectors.put(
                 model,
                 [
                     (p.id, p.library_id, vectors[p.embed_hash])
@@ -97,7 +94,7 @@ def embed_pending(
             done += len(group)
             if progress:
                 progress("embed", done, max(total, done))
-    report.pending = store.pending_count(model, library_ids, entry_ids)
+    report.pending = store.vectors.pending_count(model, library_ids, entry_ids)
     report.seconds = time.monotonic() - started
     return report
 
@@ -110,7 +107,7 @@ def _vectors_for(
     report: EmbedReport,
 ) -> dict[str, bytes]:
     """Vectors by embedding hash: cached ones, then fresh ones (one by one if a batch fails)."""
-    from brainmap.embed import EmbedderError
+    from brainmap.embedders import EmbedderError
 
     wanted = {p.embed_hash: p for p in group}
     found = cache.get_many(model, list(wanted))

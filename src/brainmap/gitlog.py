@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brainmap.config import LibraryConfig
-from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.graph import commit_key, file_node, person_key
+from brainmap.progress import ProgressFn
 from brainmap.store import AUTHORED_BY, HAS_VERSION, EdgeRecord, Graph, NodeRecord, Store
 
 if TYPE_CHECKING:
@@ -98,25 +98,25 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
     workdir = Path(repo.workdir).resolve()
     rel = lib.path.resolve().relative_to(workdir).as_posix()
     prefix = "" if rel == "." else rel
-    library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
+    library_id = store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
     report = GitImportReport(lib.name, str(workdir), None)
     if repo.head_is_unborn:
         report.up_to_date = True
         return report
     head = repo.head.peel(pygit2.Commit)
     report.head = str(head.id)
-    state = store.git_state(library_id)
+    state = store.graph.git_state(library_id)
     source = (str(workdir), prefix, _filters_id(lib))
     if state is not None and state[0] != source:
         # the library moved, or its globs changed which files have a history: start over
-        store.forget_git_history(library_id)
+        store.graph.forget_git_history(library_id)
         state = None
     walker = repo.walk(head.id, SortMode.TOPOLOGICAL | SortMode.TIME)
     if state is not None:
         old = state[1]
         if old == report.head:
             report.up_to_date = True
-            report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
+            report.source_revs_updated = store.graph.refresh_source_revs(library_id, lib.name)
             return report
         # commits never change: after a branch switch or a rewrite, the commits imported
         # before are kept and skipped; only those the old HEAD does not reach are walked
@@ -138,9 +138,9 @@ def _import(store: Store, lib: LibraryConfig, progress: ProgressFn | None) -> Gi
                 progress("git", report.commits, None)
     _import_batch(store, lib.name, library_id, batch, prefix, wanted, differ, report)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    store.mark_git_import(library_id, source, report.head, now)
-    report.source_revs_updated = store.refresh_source_revs(library_id, lib.name)
-    store.checkpoint()
+    store.graph.mark_git_import(library_id, source, report.head, now)
+    report.source_revs_updated = store.graph.refresh_source_revs(library_id, lib.name)
+    store.db.checkpoint()
     report.seconds = time.monotonic() - started
     return report
 
@@ -150,8 +150,8 @@ def prune_unreachable(store: Store, lib: LibraryConfig) -> int:
     history); return how many. Nothing happens when the repository cannot be read."""
     import pygit2
 
-    ids = store.library_ids([lib.name])
-    if lib.name not in ids or store.git_state(ids[lib.name]) is None:
+    ids = store.entries.library_ids([lib.name])
+    if lib.name not in ids or store.graph.git_state(ids[lib.name]) is None:
         return 0
     repo = open_repository(lib.path) if lib.path.is_dir() else None
     if repo is None or repo.head_is_unborn:
@@ -160,10 +160,10 @@ def prune_unreachable(store: Store, lib: LibraryConfig) -> int:
         reachable = {commit_key(str(c.id)) for c in repo.walk(repo.head.target)}
     except pygit2.GitError:
         return 0
-    gone = sorted(store.imported_commit_keys(ids[lib.name]) - reachable)
+    gone = sorted(store.graph.imported_commit_keys(ids[lib.name]) - reachable)
     if gone:
-        store.drop_commits(ids[lib.name], gone)
-        store.refresh_source_revs(ids[lib.name], lib.name)
+        store.graph.drop_commits(ids[lib.name], gone)
+        store.graph.refresh_source_revs(ids[lib.name], lib.name)
     return len(gone)
 
 
@@ -191,7 +191,7 @@ def _import_batch(
 ) -> None:
     if not commits:
         return
-    done = store.imported_commits(library_id, [commit_key(str(c.id)) for c in commits])
+    done = store.graph.imported_commits(library_id, [commit_key(str(c.id)) for c in commits])
     graph = Graph()
     nodes: dict[str, NodeRecord] = {}
     for commit in commits:
@@ -231,7 +231,7 @@ def _import_batch(
             report.versions += 1
         report.commits += 1
     graph.nodes = list(nodes.values())
-    store.put_git_history(library_id, graph)
+    store.graph.put_git_history(library_id, graph)
 
 
 class _TreeDiff:

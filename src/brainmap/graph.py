@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brainmap.errors import UserError
+from brainmap.keys import EntryRef, NodeKey, name_of
 from brainmap.markdown import LINKS_TO, Entry
 from brainmap.store import (
     ALIAS_OF,
@@ -70,7 +71,7 @@ def person_key(email: str, name: str) -> str:
 def breadcrumb_slug(ref: str) -> str:
     """What a ``Brain:`` reference names: the file name of an entry, without ``library:``,
     folders or a markdown extension (``docs:ops/Release-1.2.md`` -> ``release-1.2``)."""
-    name = ref.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+    name = EntryRef.parse(ref).path.rsplit("/", 1)[-1]
     for ext in (".md", ".markdown"):
         if name.lower().endswith(ext):
             name = name[: -len(ext)]
@@ -153,9 +154,9 @@ def code_graph(
     nodes = {me.key: me}
     for slug, line in crumbs:
         key = slug_key(slug)
-        if len(key) <= 5:
+        if not name_of(key):
             continue
-        nodes.setdefault(key, NodeRecord(key, "slug", key[5:]))
+        nodes.setdefault(key, NodeRecord(key, "slug", name_of(key)))
         graph.edges.append(
             EdgeRecord(me.key, REFERENCES, key, rel, line, observed_at, source_rev, {"ref": slug})
         )
@@ -250,22 +251,23 @@ class GraphReader:
 
         A file path inside a library may be given as ``library:path`` or ``library/path``.
         """
-        kind, sep, rest = ref.partition(":")
-        if sep and kind in KINDS and rest:
-            return ref if kind != "entity" else entity_key(rest)
-        if sep and self.store.nodes([ref]):  # any stored key: host:nas, service:shop/web
+        node = NodeKey.parse(ref)
+        if node.kind in KINDS and node.name:
+            return ref if node.kind != "entity" else entity_key(node.name)
+        # any stored key: host:nas, service:shop/web
+        if node.kind and self.store.graph.nodes([ref]):
             return ref
-        found = self.store.find_entry(ref)
+        found = self.store.entries.find_entry(ref)
         if found is not None:
             return entry_key(found[0])
-        lib, sep, rel = ref.partition(":")
-        if sep and lib in set(libraries):
-            return file_key(lib, rel)
+        entry = EntryRef.parse(ref)
+        if entry.library and entry.library in set(libraries):
+            return file_key(entry.library, entry.path)
         key = entity_key(ref)
-        if not self.store.nodes([key]):
+        if not self.store.graph.nodes([key]):
             # a name as the map and the GUI show it: the label of a fact's node (``nas`` is
             # host:nas), an entity first when several nodes carry it
-            labelled = self.store.keys_labelled(ref)
+            labelled = self.store.graph.keys_labelled(ref)
             if labelled:
                 return min(labelled, key=lambda k: (not k.startswith("entity:"), k))
         return key
@@ -274,13 +276,13 @@ class GraphReader:
         """Each key's node after merging: an alias becomes its entity; a slug naming exactly
         one entry becomes that entry."""
         out = {k: k for k in keys}
-        for key, target in self.store.alias_targets(
+        for key, target in self.store.graph.alias_targets(
             [k for k in keys if k.startswith("entity:")]
         ).items():
             out[key] = self._alias_chain(key, target)
         for key in keys:
             if key.startswith("slug:"):
-                entries = self.store.entries_with_slug(key[5:])
+                entries = self.store.entries.entries_with_slug(name_of(key))
                 if len(entries) == 1:
                     out[key] = entry_key(entries[0][0])
         return out
@@ -291,7 +293,7 @@ class GraphReader:
         chain = [key]
         while target not in chain and len(chain) < MAX_ALIAS_CHAIN:
             chain.append(target)
-            following = self.store.alias_targets([target]).get(target)
+            following = self.store.graph.alias_targets([target]).get(target)
             if following is None:
                 return target
             target = following
@@ -305,11 +307,10 @@ class GraphReader:
             for name in keys:  # grows while aliases of aliases turn up
                 if len(keys) >= MAX_ALIAS_CHAIN * 8:
                     break
-                keys += [
-                    e.subject for e in self.store.edges_to(name, ALIAS_OF) if e.subject not in keys
-                ]
+                aliases = self.store.graph.edges_to(name, ALIAS_OF)
+                keys += [e.subject for e in aliases if e.subject not in keys]
         elif key.startswith("entry:"):
-            row = self.store.entry(key[6:])
+            row = self.store.entries.entry(name_of(key))
             if row is not None:
                 keys.append("slug:" + row["slug"])
         return keys
@@ -339,7 +340,7 @@ class GraphReader:
                 aliases[key] = [m for m in members if m != key and m.startswith("entity:")]
                 # a cap on what one node brings in (a commit may touch 40k files)
                 room = max(limit + 2 - len(seen), 1)
-                touching, cut = self.store.edges_touching(members, predicates, limit=room * 8)
+                touching, cut = self.store.graph.edges_touching(members, predicates, limit=room * 8)
                 truncated = truncated or cut
                 ends = [e.object if hit == e.subject else e.subject for hit, e in touching]
                 resolved = self.canonical(sorted(set(ends)))
@@ -359,7 +360,7 @@ class GraphReader:
                         (out.subject, out.predicate, out.object, out.path, out.line), out
                     )
             frontier = following
-        info = self.store.nodes(list(seen))
+        info = self.store.graph.nodes(list(seen))
         nodes = [
             Node(key, *_describe(key, info.get(key)), depth=d, aliases=aliases.get(key, []))
             for key, d in seen.items()
@@ -381,7 +382,7 @@ class GraphReader:
             key = file_key(library, rel)
             chain = Hops(key, library, rel, source_rev)
             if depth >= 2:
-                versions = self.store.file_versions(key, commits)
+                versions = self.store.graph.file_versions(key, commits)
                 chain.commits = [_commit(self.store, v) for v in versions]
             if depth >= 3 and chain.commits is not None:
                 chain.people = []
@@ -397,15 +398,15 @@ class GraphReader:
     def backlinks(self, ref: str) -> tuple[list[str], list[Breadcrumb]]:
         """The code lines whose ``Brain:`` comments name an entry: (the entries as
         ``library:path``, breadcrumbs)."""
-        found = self.store.find_entry(ref)
+        found = self.store.entries.find_entry(ref)
         if found is not None:
-            row = self.store.entry(found[0])
+            row = self.store.entries.entry(found[0])
             assert row is not None
             slug, refs = row["slug"], [f"{row['library']}:{row['path']}"]
         else:
             slug = breadcrumb_slug(ref)
-            refs = [f"{lib}:{rel}" for _, lib, rel in self.store.entries_with_slug(slug)]
-        crumbs = [_crumb(e, refs) for e in self.store.edges_to("slug:" + slug, REFERENCES)]
+            refs = [f"{lib}:{rel}" for _, lib, rel in self.store.entries.entries_with_slug(slug)]
+        crumbs = [_crumb(e, refs) for e in self.store.graph.edges_to("slug:" + slug, REFERENCES)]
         if not refs and not crumbs:
             raise UserError(f"no entry or breadcrumb named {ref!r}", status=404)
         return refs, crumbs
@@ -413,8 +414,8 @@ class GraphReader:
     def refs(self, library: str, rel: str) -> list[Breadcrumb]:
         """The entries a code file's ``Brain:`` comments name."""
         out = []
-        for edge in self.store.edges_from(file_key(library, rel), REFERENCES):
-            named = self.store.entries_with_slug(edge.object[5:])
+        for edge in self.store.graph.edges_from(file_key(library, rel), REFERENCES):
+            named = self.store.entries.entries_with_slug(name_of(edge.object))
             out.append(_crumb(edge, [f"{lib}:{rel}" for _, lib, rel in named]))
         return out
 
@@ -428,21 +429,21 @@ def _edge(row: EdgeRow, subject: str, obj: str) -> Edge:
 
 def _describe(key: str, info: tuple[str, str, dict[str, Any]] | None) -> tuple[str, str]:
     if info is None:
-        kind, _, rest = key.partition(":")
-        return kind, rest
+        node = NodeKey.parse(key)
+        return node.kind, node.name
     return info[0], info[1]
 
 
 def _commit(store: Store, version: EdgeRow) -> CommitInfo:
     sha = version.object.removeprefix("commit:")
-    info = store.nodes([version.object]).get(version.object)
+    info = store.graph.nodes([version.object]).get(version.object)
     props = info[2] if info else {}
     return CommitInfo(sha, version.observed_at, info[1] if info else "", props.get("author"))
 
 
 def _authors(store: Store, sha: str) -> list[PersonInfo]:
-    people = [e.object for e in store.edges_from(commit_key(sha), AUTHORED_BY)]
-    info = store.nodes(people)
+    people = [e.object for e in store.graph.edges_from(commit_key(sha), AUTHORED_BY)]
+    info = store.graph.nodes(people)
     return [
         PersonInfo(info[p][2].get("name", ""), info[p][2].get("email", ""))
         for p in people

@@ -119,11 +119,11 @@ def _filters(
 ) -> Filters:
     """The entries of ``project``; with ``shared``, also those of the global libraries that
     name no project (knowledge for every project, such as a gotcha of a tool)."""
-    ids = list(store.library_ids(project.libraries).values())
+    ids = list(store.entries.library_ids(project.libraries).values())
     globals_ = [lib.name for lib in cfg.libraries if lib.scope == "global"] if shared else []
     return Filters(types=list(types), not_types=list(not_types), project=project.name,
                    project_library_ids=ids,
-                   shared_library_ids=list(store.library_ids(globals_).values()))  # fmt: skip
+                   shared_library_ids=list(store.entries.library_ids(globals_).values()))  # fmt: skip
 
 
 # --- SessionStart ---------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def session_context(
     filters = _filters(cfg, store, project, KNOWLEDGE_TYPES)
     sources = {
         f"- [{h.type}] {cut(h.title, 90)}: {_summary(h, 140)} ({_where(h)})": h
-        for h in store.first_chunks(filters, 12)
+        for h in store.entries.first_chunks(filters, 12)
     }
     known = list(sources)
     due = _due(cfg, store, project, today)
@@ -188,8 +188,8 @@ def _due(cfg: Config, store: Store, project: Project, today: dt.date) -> list[st
     if not cfg.graph.verify_days:
         return []
     before = (today - dt.timedelta(days=cfg.graph.verify_days)).isoformat()
-    ids = list(store.library_ids(project.libraries).values())
-    rows = store.reverify_due(before, ids, project.name)
+    ids = list(store.entries.library_ids(project.libraries).values())
+    rows = store.entries.reverify_due(before, ids, project.name)
     return [f"- {library}:{path} (last verified {verified[:10]})" for _, library, path, verified
             in rows[:8]]  # fmt: skip
 
@@ -281,8 +281,8 @@ def file_items(
     except OSError:
         text = ""
     for slug, line in breadcrumbs(text + "\n" + new_text):
-        for entry_id, _, _ in store.entries_with_slug(slug):
-            for hit in store.entry_chunks(entry_id)[:1]:
+        for entry_id, _, _ in store.entries.entries_with_slug(slug):
+            for hit in store.entries.entry_chunks(entry_id)[:1]:
                 where = f"line {line}" if line <= text.count("\n") + 1 else "the new text"
                 keep(hit, f"`Brain: {slug}` at {where}")
     mine = _filters(cfg, store, project, not_types=["diary"])
@@ -299,9 +299,9 @@ def file_items(
         terms = _edit_terms(cfg, store, path, new_text)
         if len(terms) >= FLOOR_TERMS:
             query = " OR ".join(fts_quote(t) for t in terms)
-            ids = store.bm25(query, cautious, 10, (cfg.search.title_weight,
+            ids = store.entries.bm25(query, cautious, 10, (cfg.search.title_weight,
                                                    cfg.search.heading_weight, 1.0))  # fmt: skip
-            rows = store.hits(ids)
+            rows = store.entries.hits(ids)
             for chunk_id in ids:
                 found = rows.get(chunk_id)
                 if found is None:
@@ -326,8 +326,8 @@ def _phrase(store: Store, text: str, filters: Filters, limit: int) -> list[HitRo
     words = split_tokens(fts_text(text))
     if not words:
         return []
-    ids = store.bm25(fts_quote(" ".join(fold(w) for w in words)), filters, limit, (1, 1, 1))
-    rows = store.hits(ids)
+    ids = store.entries.bm25(fts_quote(" ".join(fold(w) for w in words)), filters, limit, (1, 1, 1))
+    rows = store.entries.hits(ids)
     return [rows[i] for i in ids if i in rows]
 
 
@@ -344,8 +344,8 @@ def _edit_terms(cfg: Config, store: Store, path: Path, new_text: str) -> list[st
     candidates = list(dict.fromkeys(words))[:400]
     if not candidates:
         return []
-    freqs = store.doc_freqs(candidates)
-    limit = common_above(store.chunk_count(), cfg.search.df_prune)
+    freqs = store.entries.doc_freqs(candidates)
+    limit = common_above(store.entries.chunk_count(), cfg.search.df_prune)
     known = [t for t in candidates if 0 < freqs.get(t, 0) <= limit]
     return sorted(known, key=lambda t: freqs[t])[:MAX_TERMS]
 
@@ -357,9 +357,9 @@ def above_floor(store: Store, terms: Iterable[str], text: str) -> list[str]:
     matched = [t for t in dict.fromkeys(terms) if t in held]
     if len(matched) < FLOOR_TERMS:
         return []
-    total = max(store.chunk_count(), 1)
+    total = max(store.entries.chunk_count(), 1)
     scale = math.log(total + 1)
-    freqs = store.doc_freqs(matched)
+    freqs = store.entries.doc_freqs(matched)
     weight = sum(math.log((total + 1) / (freqs.get(t, 0) + 0.5)) for t in matched)
     return matched if scale > 0 and weight / scale >= FLOOR_WEIGHT else []
 

@@ -36,15 +36,15 @@ from brainmap.analysis import (
 from brainmap.config import MARKDOWN_SUFFIXES, Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
-    ProgressFn,
     embed_pending,
     embed_text,
     title_line,
 )
 from brainmap.errors import UserError
-from brainmap.facts import records
+from brainmap.facts.pairing import records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
 from brainmap.markdown import DecodeError, Entry, breadcrumbs, decode, parse
+from brainmap.progress import ProgressFn
 from brainmap.safefile import (
     TEMP_PREFIX,
     NotRegularError,
@@ -375,7 +375,7 @@ class _Batch:
             self.commit()
         if self._open is None:
             self._open = ExitStack()
-            self._open.enter_context(self.store.write())
+            self._open.enter_context(self.store.db.write())
             self._started = time.monotonic()
         self._count += 1
 
@@ -412,16 +412,17 @@ def index_library(
             f"library {lib.name!r}: {root} is not a folder",
             hint=f"restore the folder, or `brainmap library remove {lib.name}`",
         )
-    library_id = store.ensure_library(lib.name, str(root), lib.scope, lib.language)
+    library_id = store.entries.ensure_library(lib.name, str(root), lib.scope, lib.language)
     # rows made by an older text analysis (stems, units) or another language setting are
     # rewritten: the whole library
     analysis = (ANALYZER_VERSION, lib.language)
-    full = full or store.library_analysis(library_id) != analysis
-    states = store.entry_states(library_id)
-    code_states = store.code_states(library_id)
-    known_skips = store.skip_states(library_id)
-    warned = {path for name, path, _ in store.skipped() if name == lib.name}  # code files too
-    has_git = store.git_state(library_id) is not None
+    full = full or store.entries.library_analysis(library_id) != analysis
+    states = store.entries.entry_states(library_id)
+    code_states = store.entries.code_states(library_id)
+    known_skips = store.entries.skip_states(library_id)
+    # code files too
+    warned = {path for name, path, _ in store.entries.skipped() if name == lib.name}
+    has_git = store.graph.git_state(library_id) is not None
     report = LibraryReport(lib.name)
     max_bytes = int(cfg.index.max_file_mb * 1024 * 1024)
     seen: set[str] = set()
@@ -442,13 +443,13 @@ def index_library(
         report.skipped += 1
         skipped.add(found.rel)
         seen_stat = found.stat
-        store.record_skip(
+        store.entries.record_skip(
             library_id, found.rel, problem, _now(),
             seen_stat.st_mtime_ns if seen_stat else None,
             seen_stat.st_size if seen_stat else None,
         )  # fmt: skip
         if old is not None and not keep_old:  # unreadable now: drop its stale entry
-            store.delete_entries([old.id])
+            store.entries.delete_entries([old.id])
             report.deleted += 1
 
     def store_read(read: _Read, old: EntryState | None) -> None:
@@ -489,7 +490,7 @@ def index_library(
                     if problem is not None:
                         # no stat: a skip with one would keep the file from being read as
                         # markdown, should the globs make it an entry later
-                        store.record_skip(library_id, found.rel, problem, _now())
+                        store.entries.record_skip(library_id, found.rel, problem, _now())
                     if problem is not None or (not read and found.rel in warned):
                         skipped.add(found.rel)
                 elif found.rel in warned:  # not read again: what was wrong with it still is
@@ -530,18 +531,18 @@ def index_library(
             for rel, state in states.items()
             if rel not in seen and not rel.startswith(tuple(unreadable))
         ]
-        store.delete_entries(gone)
+        store.entries.delete_entries(gone)
         report.deleted += len(gone)
-        store.delete_code_files(
+        store.entries.delete_code_files(
             [
                 state.id
                 for rel, state in code_states.items()
                 if rel not in seen_code and not rel.startswith(tuple(unreadable))
             ]
         )
-        store.clear_skips(library_id, skipped)
+        store.entries.clear_skips(library_id, skipped)
         if report.added or report.updated or report.deleted or report.skipped or full:
-            store.mark_indexed(library_id, _now(), analysis if full else None)
+            store.entries.mark_indexed(library_id, _now(), analysis if full else None)
         batch.commit()
     except BaseException as exc:
         batch.abort(exc)
@@ -917,7 +918,7 @@ def _store_read(
         return read.problem
     if read.same:
         assert old is not None and found.stat is not None
-        store.touch_entry(old.id, found.stat.st_mtime_ns, read.size, read.indexed_ns)
+        store.entries.touch_entry(old.id, found.stat.st_mtime_ns, read.size, read.indexed_ns)
         report.unchanged += 1
         return None
     record, graph = read.record, read.graph
@@ -931,7 +932,7 @@ def _store_read(
             for edge in graph.edges:
                 edge.source_rev = rev
     observations = records(read.said, found.rel, read.mtime_iso, record.source_rev)
-    store.put_entry(
+    store.entries.put_entry(
         record, read.chunks, rewrite=reading.full, new=old is None, graph=graph,
         observations=observations,
     )  # fmt: skip
@@ -974,7 +975,7 @@ def _source_rev(
     store: Store, library: str, rel: str, blob: str, mtime_iso: str, has_git: bool
 ) -> str:
     """The imported commit that last wrote exactly this content, else the file's mtime."""
-    commit = store.commit_for_blob(file_key(library, rel), blob) if has_git else None
+    commit = store.graph.commit_for_blob(file_key(library, rel), blob) if has_git else None
     return commit.removeprefix("commit:") if commit else f"mtime:{mtime_iso}"
 
 
@@ -1004,7 +1005,7 @@ def _index_code(
     now_ns = time.time_ns()
     content_hash = hashlib.sha256(data).hexdigest()
     if not full and old and old.content_hash == content_hash:
-        store.touch_code_file(old.id, found.stat.st_mtime_ns, len(data), now_ns)
+        store.entries.touch_code_file(old.id, found.stat.st_mtime_ns, len(data), now_ns)
         return False, None
     report.code_files += 1
     crumbs: list[tuple[str, int]] = []
@@ -1039,7 +1040,7 @@ def _index_code(
         indexed_ns=now_ns, observed_at=observed_at, source_rev=source_rev,
     )  # fmt: skip
     graph = code_graph(lib.name, found.rel, crumbs, observed_at, source_rev)
-    store.put_code_file(record, graph, new=old is None, observations=observations)
+    store.entries.put_code_file(record, graph, new=old is None, observations=observations)
     return True, problem
 
 
@@ -1054,11 +1055,11 @@ def index_files(
     a reindex running meanwhile can at worst write the same rows again. Raises
     :class:`UserError` when a file cannot be indexed.
     """
-    from brainmap.embed import EmbedderError
+    from brainmap.embedders import EmbedderError
 
-    library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
-    states = store.entry_states(library_id)
-    has_git = store.git_state(library_id) is not None
+    library_id = store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
+    states = store.entries.entry_states(library_id)
+    has_git = store.graph.git_state(library_id) is not None
     from brainmap.collectors.files import ProjectFinder
 
     report = LibraryReport(lib.name)
@@ -1119,10 +1120,10 @@ class LibraryDiff:
 
 def diff_library(cfg: Config, store: Store, lib: LibraryConfig) -> LibraryDiff:
     """Compare a library's files with the index without reading any file."""
-    ids = store.library_ids([lib.name])
-    states = store.entry_states(ids[lib.name]) if ids else {}
-    code_states = store.code_states(ids[lib.name]) if ids else {}
-    skipped = {path for name, path, _ in store.skipped() if name == lib.name}
+    ids = store.entries.library_ids([lib.name])
+    states = store.entries.entry_states(ids[lib.name]) if ids else {}
+    code_states = store.entries.code_states(ids[lib.name]) if ids else {}
+    skipped = {path for name, path, _ in store.entries.skipped() if name == lib.name}
     max_bytes = cfg.index.max_file_mb * 1024 * 1024
     diff = LibraryDiff()
     seen: set[str] = set()
@@ -1161,7 +1162,7 @@ def reindex(
 ) -> ReindexReport:
     """Index the named libraries (all by default): text first, then vectors. The caller
     holds the write lock and runs the after-change step (``brainmap.derive``)."""
-    from brainmap.embed import EmbedderError, model_id_of
+    from brainmap.embedders import EmbedderError, model_id_of
 
     libs = cfg.select(names)
     report = ReindexReport()
@@ -1178,10 +1179,10 @@ def reindex(
             continue
         report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
     if sum(r.added + r.updated for r in report.libraries) >= COMPACT_AFTER:
-        store.compact_text()
-    store.checkpoint()
+        store.entries.compact_text()
+    store.db.checkpoint()
     if embed and libs:
-        ids = list(store.library_ids(lib.name for lib in libs).values())
+        ids = list(store.entries.library_ids(lib.name for lib in libs).values())
         cache = VectorCache(cfg.cache_path)
         try:
             report.embedding = embed_pending(
@@ -1191,9 +1192,9 @@ def reindex(
         except EmbedderError as exc:
             model = model_id_of(cfg.embedder)
             report.embedding = EmbedReport(
-                model, pending=store.pending_count(model, ids), error=exc.message
+                model, pending=store.vectors.pending_count(model, ids), error=exc.message
             )
         finally:
             cache.close()
-        store.checkpoint()
+        store.db.checkpoint()
     return report

@@ -7,9 +7,9 @@ size and git HEAD. Blocks are computed from the index only; a recompute writes a
 block and supersedes the old one in one transaction, and only when the content changed.
 Each block also keeps two vectors: its sentence ("{library}: {narrative}. Core: {entities}"),
 embedded, and the centroid of its library's chunk vectors. Search routes by the centroid
-(the sentence where there is none): on tldr split by language and platform the centroid put
-the query's library among the 3 picked for 96% of queries, the sentence for 28%
-(benchmarks/routing.py).
+(the sentence where there is none), through :class:`Router`: on tldr split by language and
+platform the centroid put the query's library among the 3 picked for 96% of queries, the
+sentence for 28% (benchmarks/routing.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainmap.analysis import CHARS_PER_TOKEN
 from brainmap.config import Config, LibraryConfig
 from brainmap.markdown import cut, first_paragraph
 from brainmap.project import git_head
 from brainmap.store import MapBlockRow, MapVectors, NewBlock, Store
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Files whose first paragraph says what a library is, in order of preference (at its root,
 # in any case).
@@ -136,16 +139,16 @@ def compute(
 ) -> Computed:
     """The block of one library, from the index as it is now (``head``: its git HEAD)."""
     settings = cfg.map
-    degrees = store.entity_degrees(library_id)
+    degrees = store.maps.entity_degrees(library_id)
     top = _top_entities(degrees, settings.top_entities)
-    predicates = store.predicate_counts(library_id)
+    predicates = store.maps.predicate_counts(library_id)
     profile = dict(
         sorted(
             ((p, n) for p, n in predicates.items() if p not in STRUCTURAL_PREDICATES),
             key=lambda item: (-item[1], item[0]),
         )[:PROFILE_SIZE]
     )
-    shared = store.libraries_sharing(list(degrees), library_id)
+    shared = store.maps.libraries_sharing(list(degrees), library_id)
     by_partner: dict[str, list[str]] = {}
     for key, names in shared.items():
         for name in names:
@@ -159,7 +162,7 @@ def compute(
         )[: settings.bridges]
     ]
     source, narrative = _narrative(store, library_id, top, settings.narrative_chars)
-    size = store.library_size(library_id)
+    size = store.maps.library_size(library_id)
     last = (
         dt.datetime.fromtimestamp(size.last_change_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
         if size.last_change_ns
@@ -231,9 +234,9 @@ def _narrative(
     """(entry path, first paragraph) of the top-level README/index page, else of the entry
     describing the top entity, else of the entry with the most edges."""
     candidates: tuple[Callable[[], str | None], ...] = (
-        lambda: store.top_level_entry(library_id, NARRATIVE_FILES),
-        lambda: store.entry_describing(library_id, top[0].key) if top else None,
-        lambda: store.busiest_entry(library_id),
+        lambda: store.maps.top_level_entry(library_id, NARRATIVE_FILES),
+        lambda: store.maps.entry_describing(library_id, top[0].key) if top else None,
+        lambda: store.maps.busiest_entry(library_id),
     )
     tried: set[str] = set()
     for candidate in candidates:  # lazily: the last one is a GROUP BY over every edge
@@ -241,9 +244,9 @@ def _narrative(
         if entry_id is None or entry_id in tried:
             continue
         tried.add(entry_id)
-        text = first_paragraph(store.chunk_texts(entry_id, 3), limit)
+        text = first_paragraph(store.maps.chunk_texts(entry_id, 3), limit)
         if text and _prose(text):
-            row = store.entry(entry_id)
+            row = store.entries.entry(entry_id)
             return (str(row["path"]) if row else None), text
     return None, ""
 
@@ -267,7 +270,7 @@ class RecomputeReport:
 
 def state_of(store: Store, library_id: int, head: str | None) -> str:
     """What the library's block was computed from, as a string to compare."""
-    return json.dumps([*store.library_state(library_id), head])
+    return json.dumps([*store.maps.library_state(library_id), head])
 
 
 def refresh(
@@ -291,9 +294,9 @@ def stale(cfg: Config, store: Store) -> list[str]:
 def _behind(store: Store, libs: Sequence[LibraryConfig], *, new_ones: bool) -> list[str]:
     """The libraries whose block's state is not their state now; with ``new_ones``, also
     those never indexed and without a block (an empty library just indexed)."""
-    ids = store.library_ids(lib.name for lib in libs)
-    current = {row.library: row.state for row in store.map_blocks([lib.name for lib in libs])}
-    known = set(current) | {row.name for row in store.libraries() if row.indexed_at}
+    ids = store.entries.library_ids(lib.name for lib in libs)
+    current = {row.library: row.state for row in store.maps.blocks([lib.name for lib in libs])}
+    known = set(current) | {row.name for row in store.entries.libraries() if row.indexed_at}
     return [
         lib.name
         for lib in libs
@@ -319,8 +322,8 @@ def recompute(
     gets none. ``exact`` also recomputes the named libraries' centroids from all their
     vectors. A block that lost a race with a concurrent recompute is computed again."""
     libs = cfg.select(list(names) if names is not None else None)
-    ids = store.library_ids(lib.name for lib in cfg.libraries)
-    old = {row.library: row for row in store.map_blocks()}
+    ids = store.entries.library_ids(lib.name for lib in cfg.libraries)
+    old = {row.library: row for row in store.maps.blocks()}
     report = RecomputeReport()
     new: list[NewBlock] = []
     kept: list[tuple[int, str, str]] = []
@@ -350,12 +353,12 @@ def recompute(
         report.recomputed.append(lib.name)
         return computed
 
-    indexed = {row.name for row in store.libraries() if row.indexed_at} | set(old)
+    indexed = {row.name for row in store.entries.libraries() if row.indexed_at} | set(old)
     for lib in libs:
         if lib.name not in ids or (
             not just_indexed
             and lib.name not in indexed
-            and not store.library_size(ids[lib.name]).entries
+            and not store.maps.library_size(ids[lib.name]).entries
         ):  # added, never indexed: nothing to say about it yet
             report.not_indexed.append(lib.name)
             continue
@@ -368,7 +371,7 @@ def recompute(
     for lib in cfg.libraries:
         if lib.name in partners - done and lib.name in ids:
             plan(lib)
-    lost = store.save_map(new, kept) if new or kept else []
+    lost = store.maps.save(new, kept) if new or kept else []
     if lost:
         names_of = {library_id: name for name, library_id in ids.items()}
         again = [names_of[i] for i in lost]
@@ -394,11 +397,11 @@ def refresh_vectors(
     the library's chunk vectors moved by more than ``CENTROID_DRIFT`` (or the model changed),
     the sentence when it has none (with ``embed``). The libraries in ``exact`` get their
     centroid recomputed in any case; those in ``skip`` were just computed."""
-    from brainmap.embed import model_id_of
+    from brainmap.embedders import model_id_of
 
     model = model_id_of(cfg.embedder)
-    counts = store.vector_counts(model)
-    for row in store.map_blocks():
+    counts = store.vectors.counts(model)
+    for row in store.maps.blocks():
         if row.library in skip:
             continue
         current = row.model == model and _near(row.centroid_n, counts.get(row.library, 0))
@@ -406,7 +409,7 @@ def refresh_vectors(
         if not current or (embed and row.vec is None):
             block = decode(row)
             vectors = _vectors(cfg, store, row.library_id, block, embed, row, row.library in exact)
-            store.set_map_vectors(row.id, vectors)
+            store.maps.set_vectors(row.id, vectors)
             embed = embed and vectors.sentence is not None  # the embedder is down: stop trying
 
 
@@ -428,16 +431,16 @@ def _vectors(
     centroid is kept while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it:
     a big library's mean barely moves with one saved note, and reading all its vectors takes
     a while. Without ``embed`` the previous sentence vector is kept if the sentence is."""
-    from brainmap.embed import model_id_of
+    from brainmap.embedders import model_id_of
 
     model = model_id_of(cfg.embedder)
     same = previous is not None and previous.model == model
     reusable = not exact and same and previous is not None and previous.centroid is not None
-    count = store.vector_counts(model, library_id).get(block.library, 0) if reusable else -1
+    count = store.vectors.counts(model, library_id).get(block.library, 0) if reusable else -1
     if reusable and previous is not None and _near(previous.centroid_n, count):
         centroid, count = previous.centroid, previous.centroid_n
     else:
-        stored = store.library_vectors(library_id, model)
+        stored = store.vectors.of_library(library_id, model)
         count, centroid = len(stored), None
         if stored:
             import numpy as np  # only a recomputed centroid needs it
@@ -456,7 +459,7 @@ def _vectors(
 def _sentence_vector(cfg: Config, block: MapBlock) -> bytes | None:
     """The vector of a block's sentence (from the vector cache when known), or None when no
     embedder can be loaded."""
-    from brainmap.embed import EmbedderError, load_embedder, model_id_of
+    from brainmap.embedders import EmbedderError, load_embedder, model_id_of
     from brainmap.store import VectorCache
 
     model = model_id_of(cfg.embedder)
@@ -486,7 +489,7 @@ def _now() -> str:
 
 def blocks(store: Store, names: Sequence[str] | None = None) -> list[MapBlock]:
     """The active blocks, by library name."""
-    return [decode(row) for row in store.map_blocks(names)]
+    return [decode(row) for row in store.maps.blocks(names)]
 
 
 def compact(all_blocks: Sequence[MapBlock], budget_tokens: int) -> str:
@@ -532,3 +535,97 @@ def _line(block: MapBlock, full: bool) -> str:
         partners = ", ".join(list(block.bridged_libraries)[:4])
         line += f" Bridges to: {partners}."
     return line
+
+
+# --- routing: the libraries a query searches, by the blocks' vectors --------------------------
+
+
+class Router:
+    """Routes queries to the libraries nearest them, by the map's routing vectors (kept as of
+    the map's generation and the configured libraries)."""
+
+    def __init__(self, cfg: Config, store: Store, model: str) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.model = model  # the embedder's: a block's vectors of another model do not route
+        self._routes: _Routes | None = None
+
+    def route(self, query_vector: np.ndarray) -> list[str] | None:
+        """The libraries a query should search, or None when routing does not apply (too
+        few libraries, or none with a routing vector): the ``route_libraries`` nearest the
+        query, plus every library the map cannot place (no block or no vector yet)."""
+        routes = self._table()
+        if not routes.applies(self.cfg.map.route_above):
+            return None
+        count = self.cfg.map.route_libraries
+        return route_libraries(query_vector, routes.names, routes.matrix, count) + routes.always
+
+    def applies(self) -> bool:
+        """Whether :meth:`route` picks libraries (see :meth:`_Routes.applies`)."""
+        return self._table().applies(self.cfg.map.route_above)
+
+    def _table(self) -> _Routes:
+        """The routing vectors, as of the map's current generation and libraries. Libraries
+        are placed by the centroid of their chunk vectors; only when none has one, by their
+        embedded sentence (the two are not on one scale)."""
+        generation: tuple[int | str, ...] = (
+            *self.store.maps.generation(),
+            *(lib.name for lib in self.cfg.libraries),
+        )
+        routes = self._routes
+        if routes is not None and routes.generation == generation:
+            return routes
+        rows = {row.library: row for row in self.store.maps.blocks()}
+        centroids: dict[str, bytes] = {}
+        sentences: dict[str, bytes] = {}
+        always: list[str] = []
+        for lib in self.cfg.libraries:
+            row = rows.get(lib.name)
+            if row is None or row.model != self.model or not json.loads(row.block)["chunks"]:
+                # no block, no vector, or none yet when its block was made (it may have
+                # chunks by now, if a map refresh failed): searched whatever the query
+                always.append(lib.name)
+            elif row.centroid is not None:
+                centroids[lib.name] = row.centroid
+            elif row.vec is not None:
+                sentences[lib.name] = row.vec
+            else:
+                always.append(lib.name)
+        chosen = centroids or sentences
+        if centroids:
+            always += list(sentences)
+        import numpy as np
+
+        names = list(chosen)
+        matrix = (
+            np.stack([np.frombuffer(chosen[n], dtype=np.float32) for n in names])
+            if names
+            else np.zeros((0, 0), dtype=np.float32)
+        )
+        routes = self._routes = _Routes(generation, names, matrix, always)
+        return routes
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """The routing vectors of the map blocks, as of one map generation."""
+
+    generation: tuple[int | str, ...]  # the map's generation and the configured libraries
+    names: list[str]
+    matrix: np.ndarray
+    always: list[str]  # searched whatever the query: the map cannot place them
+
+    def applies(self, above: int) -> bool:
+        """More libraries than ``above``, some of them with a routing vector."""
+        return bool(self.names) and len(self.names) + len(self.always) > above
+
+
+def route_libraries(
+    query_vector: np.ndarray, names: list[str], matrix: np.ndarray, count: int
+) -> list[str]:
+    """The ``count`` libraries whose routing vector is nearest the query (cosine)."""
+    import numpy as np
+
+    scores = matrix @ query_vector.astype(np.float32)
+    order = np.argsort(-scores, kind="stable")[:count]
+    return [names[int(i)] for i in order]

@@ -108,7 +108,7 @@ class _BrainServer(Server[Any]):
     def instructions(self) -> str:
         try:
             key = (
-                self._brain.store.map_generation(),
+                self._brain.store.maps.generation(),
                 tuple(x.name for x in self._brain.cfg.libraries),
             )
             if self._cached is None or self._cached[0] != key:

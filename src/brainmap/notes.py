@@ -179,7 +179,7 @@ class Notes:
         chosen_type = (type or "").strip().lower()
         # the note's first unit as the index will embed it: the vector found here is the one
         # indexing needs (one embedding per save, not two); embedded before the lock
-        vector = self.searcher.passage_vector(self._first_passage(title, body), remember=True)
+        vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
         asked, spent = None, None
         reasoner = self.cfg.reasoner
         if reasoner.enabled and reasoner.tags and (not clean_tags or suggest_title):
@@ -192,7 +192,7 @@ class Notes:
                 )  # fmt: skip
             if asked is not None and asked.title and asked.title != title:
                 title = asked.title
-                vector = self.searcher.passage_vector(
+                vector = self.searcher.embedder.passage(
                     self._first_passage(title, body), remember=True
                 )
         with self._locks(lib.name, *([old_lib.name] if old_lib else [])):
@@ -236,7 +236,7 @@ class Notes:
                         index_files(self.cfg, self.store, old_lib, [old_row["path"]])
                 except BaseException:
                     # never leave a file the index does not know, nor an entry without its file
-                    self.store.delete_entries([entry_id(lib.name, rel)])
+                    self.store.entries.delete_entries([entry_id(lib.name, rel)])
                     if undo_old is not None and old_row is not None and old_lib is not None:
                         undo_old()  # OLD as it was, in the file and the index
                         index_files(self.cfg, self.store, old_lib, [old_row["path"]])
@@ -259,7 +259,7 @@ class Notes:
     ) -> tuple[Labels | None, Spent | None]:
         """One reasoner call for what a save leaves open: the type, tags in the library's
         vocabulary (at most one new), a title. ``(None, spent)`` when it gave nothing usable."""
-        types, used = self.store.vocabulary(lib.name)
+        types, used = self.store.entries.vocabulary(lib.name)
         offered_types = list(dict.fromkeys(
             [*STANDARD_TYPES, *(t for t in types if _TYPE_NAME.match(t) and t != "diary")]
         ))[:20]  # fmt: skip
@@ -326,7 +326,7 @@ class Notes:
                     "similar text",
                 )  # fmt: skip
         if same_title_is_duplicate:
-            for found, path, other in self.store.entries_titled(title, lib.name):
+            for found, path, other in self.store.entries.entries_titled(title, lib.name):
                 out.setdefault(found, Candidate(found, lib.name, path, other, None, "same title"))
         return list(out.values())
 
@@ -394,8 +394,8 @@ class Notes:
         )  # fmt: skip
 
     def _entry_row(self, ref: str) -> dict[str, Any]:
-        found = self.store.find_entry(ref)
-        row = self.store.entry(found[0]) if found else None
+        found = self.store.entries.find_entry(ref)
+        row = self.store.entries.entry(found[0]) if found else None
         if row is None:
             raise UserError(f"no entry {ref!r}", hint="give an id, LIB:PATH or a path", status=404)
         return row
@@ -460,7 +460,7 @@ class Notes:
     ) -> tuple[dict[str, Any], LibraryConfig, Path]:
         """Rewrite an entry's file through ``change`` and index it; on any failure the file
         keeps its old bytes (and the index its old rows)."""
-        row = self.store.entry(target)
+        row = self.store.entries.entry(target)
         if row is None:
             raise UserError(f"no entry {target!r} to {what}", status=404)
         lib = self.cfg.library(row["library"])

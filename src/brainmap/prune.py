@@ -80,7 +80,7 @@ def plan(
     libs = cfg.select(names)
     since = months_before(today, months).isoformat()
     report = PruneReport(months, since, None, [lib.name for lib in libs])
-    ids = store.library_ids(lib.name for lib in libs)
+    ids = store.entries.library_ids(lib.name for lib in libs)
     entries = [e for e in indexed_entries(store, ids.values()) if counted(e.type, e.path)]
     used: set[str] | None = None
     feedback: dict[str, tuple[int, int]] = {}
@@ -112,7 +112,7 @@ def plan(
     due: dict[str, str] = {}
     if cfg.graph.verify_days:
         before = (today - dt.timedelta(days=cfg.graph.verify_days)).isoformat()
-        due = {row[0]: row[3] for row in store.reverify_due(before, list(ids.values()))}
+        due = {row[0]: row[3] for row in store.entries.reverify_due(before, list(ids.values()))}
     for e in entries:
         kinds, reasons = [], []
         u = sums.get(e.id)

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from pydantic.warnings import UnsupportedFieldAttributeWarning
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -54,6 +55,12 @@ MIN_TOKEN = 16  # characters; a short token falls to guessing
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # what a client can send after "Bearer "
 PROBLEM = "application/problem+json"
 _UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+PageError = Callable[[int, str, str | None], Response]  # the GUI's HTML error page
+
+
+def is_page(path: str) -> bool:
+    """Whether ``path`` is one of the GUI's (its errors are HTML pages, not problem JSON)."""
+    return path in {"/", "/ui"} or path.startswith("/ui/")
 
 
 class Problem(BaseModel):
@@ -96,8 +103,10 @@ class Guard:
         port: int | None,
         token: str | None,
         max_body: int,
+        page_error: PageError | None = None,
     ) -> None:
         self.app = app
+        self.page_error = page_error
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
         # a browser page may call us only from our own origin: same host name *and* port
         self.allowed_origins = {
@@ -134,6 +143,21 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> ASGIApp | None:
+        refusal = self._refusal_problem(scope, headers)
+        return None if refusal is None else self._for(scope, refusal)
+
+    def _for(self, scope: Scope, refusal: JSONResponse) -> Response:
+        """A refusal as the client reads it: the GUI's HTML error page on its paths (same
+        status and challenge), problem JSON everywhere else."""
+        if self.page_error is None or not is_page(scope["path"]):
+            return refusal
+        body = json.loads(bytes(refusal.body))
+        page = self.page_error(refusal.status_code, body["detail"], body.get("hint"))
+        if "www-authenticate" in refusal.headers:
+            page.headers["www-authenticate"] = refusal.headers["www-authenticate"]
+        return page
+
+    def _refusal_problem(self, scope: Scope, headers: dict[str, str]) -> JSONResponse | None:
         given = headers.get("host", "")
         host = _hostname(given)
         if host is None or host not in self.allowed_hosts:
@@ -162,7 +186,8 @@ class Guard:
         return None
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await problem(413, f"request body larger than {self.max_body} bytes")(scope, receive, send)
+        refusal = problem(413, f"request body larger than {self.max_body} bytes")
+        await self._for(scope, refusal)(scope, receive, send)
 
     async def _buffer(self, receive: Receive) -> bytes | None:
         """The whole streamed body, or None as soon as it passes the limit."""
@@ -325,18 +350,19 @@ def create_app(
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    install_gui(app, brain, read_only=read_only)  # the web GUI at / (not in the OpenAPI)
-    _install_error_handlers(app)
+    site = install_gui(app, brain, read_only=read_only)  # the web GUI at / (not in the OpenAPI)
+    _install_error_handlers(app, site.error_page)
     return Guard(
         app,
         allowed_hosts=allowed_hostnames(host, allow_hosts or []),
         port=port,
         token=token,
         max_body=max_body,
+        page_error=site.error_page,
     )
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, page_error: PageError) -> None:
     @app.exception_handler(UserError)
     async def user_error(request: Request, exc: UserError) -> JSONResponse:
         hint = exc.hint or (_parameters_hint(request) if exc.status == 422 else None)
@@ -347,7 +373,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         return problem(422, describe_errors(exc.errors()), _parameters_hint(request))
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if is_page(request.url.path):  # e.g. a POST to a page that only answers GET: 405
+            page = page_error(exc.status_code, str(exc.detail), None)
+            page.headers.update(getattr(exc, "headers", None) or {})
+            return page
         return problem(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)

@@ -246,8 +246,9 @@ def counted(entry_type: str, path: str) -> bool:
     return entry_type != "diary" and not path.startswith("archive/")
 
 
-def summary(cfg: Config, store: Store) -> UsageSummary:
-    """The usage part of ``stats`` (a read of the per-entry sums, not of the log)."""
+def summary(cfg: Config, store: Store, limit: int = SHOWN) -> UsageSummary:
+    """The usage part of ``stats`` (a read of the per-entry sums, not of the log), with
+    ``limit`` entries as the most and as the least used."""
     from brainmap.store import DatabaseError, indexed_entries
 
     out = UsageSummary(cfg.usage.enabled, str(cfg.usage_path))
@@ -256,15 +257,17 @@ def summary(cfg: Config, store: Store) -> UsageSummary:
     except Exception as exc:  # a damaged file must not break stats
         out.error = str(exc)
         return out
-    entries = [e for e in indexed_entries(store) if counted(e.type, e.path)]
+    indexed = indexed_entries(store)
+    entries = [e for e in indexed if counted(e.type, e.path)]
+    uncounted = {e.id for e in indexed} - {e.id for e in entries}  # the diary, the archive
     if usage is None:
         out.never_used = len(entries)
-        out.least_used = [UsedEntry(e.id, e.library, e.path, e.title) for e in entries[:SHOWN]]
+        out.least_used = [UsedEntry(e.id, e.library, e.path, e.title) for e in entries[:limit]]
         return out
     try:
         out.since, out.events = usage.started(), usage.event_count()
         sums = usage.usage()
-        top = usage.most_used(SHOWN)
+        top = usage.most_used(limit + len(uncounted))  # the uncounted are left out below
     except DatabaseError as exc:
         out.error = str(exc)
         return out
@@ -279,7 +282,11 @@ def summary(cfg: Config, store: Store) -> UsageSummary:
         return UsedEntry(eid, library, path, title, u.hits, u.gets, u.useful, u.not_useful,
                          u.last_used)  # fmt: skip
 
-    out.most_used = [shown(u.entry_id, u.library, u.path, titles.get(u.entry_id)) for u in top]
+    out.most_used = [
+        shown(u.entry_id, u.library, u.path, titles.get(u.entry_id))
+        for u in top
+        if u.entry_id not in uncounted
+    ][:limit]
     out.used_entries = sum(1 for e in entries if e.id in sums and sums[e.id].uses)
     out.never_used = len(entries) - out.used_entries
 
@@ -287,6 +294,6 @@ def summary(cfg: Config, store: Store) -> UsageSummary:
         u = sums.get(e.id)
         return (u.uses if u else 0, (u.last_used or "") if u else "", e.created or e.updated)
 
-    least = sorted(entries, key=rank)[:SHOWN]
+    least = sorted(entries, key=rank)[:limit]
     out.least_used = [shown(e.id, e.library, e.path, e.title) for e in least]
     return out

@@ -4,7 +4,7 @@ A collector reads one source and returns :class:`Observation` triplets with the 
 from. Three kinds of source exist: **runtime** (what runs: ``docker ps``, listening sockets),
 **config** (what is declared: compose files, ssh config, YAML configs) and **narrative** (what
 the docs say: URLs, ``docker compose ps`` tables, compose snippets, frontmatter ``facts:``).
-Pairing them into assertions is :mod:`brainmap.facts`.
+Pairing them into assertions is :mod:`brainmap.facts.pairing`.
 
 Secrets never leave a collector: values of environment variables are never read, URLs lose
 their user info and query, and :func:`keep` drops any triplet that names a secret.
@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from brainmap.keys import NodeKey
 
 RUNTIME, CONFIG, NARRATIVE = "runtime", "config", "narrative"
 # Which kind of source each method is (the pairing rule needs the kind, the user the method).
@@ -107,8 +109,8 @@ def scrub(text: str) -> str:
 
 def _scrub_key(key: str) -> str:
     """A node key (``kind:value``) with its value scrubbed."""
-    kind, sep, value = clean(key).partition(":")
-    return f"{kind}{sep}{scrub(value)}" if sep else scrub(kind)
+    node = NodeKey.parse(clean(key))
+    return str(NodeKey(node.kind, scrub(node.name)))
 
 
 def drop_userinfo(url: str) -> str:
@@ -152,6 +154,12 @@ def project_name(raw: str) -> str:
 
 def service_key(project: str, service: str) -> str:
     return f"service:{project}/{service}"
+
+
+def split_service(key: str) -> tuple[str, str]:
+    """``service:samples/app/web`` -> (``samples/app``, ``web``): :func:`service_key` undone."""
+    project, _, service = key.removeprefix("service:").rpartition("/")
+    return project, service
 
 
 def port_key(port: int | str) -> str:

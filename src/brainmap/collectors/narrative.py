@@ -24,6 +24,7 @@ from brainmap.collectors import (
     service_key,
 )
 from brainmap.collectors.runtime import port_mappings
+from brainmap.keys import NodeKey
 from brainmap.markdown import Entry
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
@@ -233,9 +234,9 @@ def _frontmatter_facts(meta: dict[str, Any], lines: list[str]) -> list[Observati
 def _key(text: str, predicate: str) -> str:
     """A node key for a name written by hand: ``service:app/web`` stays, ``8008`` becomes a
     port when the predicate is about ports, anything else an entity."""
-    kind, sep, rest = text.partition(":")
-    if sep and kind.lower() in _KINDS and rest:
-        return f"{kind.lower()}:{rest.strip()}"
+    node = NodeKey.parse(text)
+    if node.kind.lower() in _KINDS and node.name:
+        return str(NodeKey(node.kind.lower(), node.name.strip()))
     if predicate in (PUBLISHES, LISTENS_ON, SERVES, "port", "exposes") and parse_port(text):
         return port_key(text.strip())
     return "entity:" + " ".join(text.split()).casefold()

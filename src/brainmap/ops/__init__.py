@@ -22,21 +22,25 @@ MODULES = (
 _EXPORTS = {
     "brain": ("Brain",),
     "core": ("OPS", "Op", "describe_errors", "op", "served", "to_jsonable"),
-    "facts": ("AskInput", "CollectInput", "ask", "collect"),
-    "graph": ("AuditInput", "BacklinksInput", "GitImportInput", "NeighborsInput", "RefsInput",
-              "VerifyInput", "audit", "backlinks", "git_import", "neighbors", "refs", "verify"),
+    "facts": ("AskInput", "CollectInput", "LibraryFactsInput", "ask", "collect",
+              "library_facts"),
+    "graph": ("AuditInput", "BacklinksInput", "GitImportInput", "HopsInput", "NeighborsInput",
+              "RefsInput", "VerifyInput", "audit", "backlinks", "git_import", "hops", "neighbors",
+              "refs", "verify"),
     "health": ("EvalInput", "doctor", "eval_", "gc", "init", "stats"),
     "knowledge": ("GetInput", "SearchInput", "get", "search"),
-    "usage": ("FeedbackInput", "PruneInput", "feedback", "prune"),
+    "usage": ("FeedbackInput", "PruneInput", "UsageReportInput", "feedback", "prune",
+              "usage_report"),
     "notes": ("IngestInput", "SaveInput", "SupersedeInput", "ingest", "save", "supersede"),
-    "libmap": ("MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_recompute",
-               "map_text"),
+    "libmap": ("MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_blocks",
+               "map_recompute", "map_text"),
     "reasoning": ("BakeoffInput", "reasoner_bakeoff", "reasoner_status"),
     "library": ("LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NoInput", "ReindexInput",
                 "SyncInput", "library_add", "library_list", "library_remove", "reindex", "sync"),
     "agent": ("DiaryRollupInput", "DiarySummarizeInput", "HooksInput", "HooksRemoveInput", "HooksStatusInput", "HooksRemoveInput", "HooksStatusInput",
               "diary_rollup", "diary_summarize", "hooks_install", "hooks_status",
-              "hooks_uninstall"),
+              "hooks_uninstall", "DiaryIndexInput", "DiaryTextInput", "diary_index",
+              "diary_text"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
@@ -53,6 +57,9 @@ __all__ = [
     "refs", "reindex", "save", "search", "served", "SupersedeInput", "supersede",
     "stats", "to_jsonable", "verify", "SyncInput", "sync",
     "FeedbackInput", "PruneInput", "feedback", "prune",
+    "HopsInput", "LibraryFactsInput", "hops", "library_facts", "map_blocks",
+    "DiaryIndexInput", "DiaryTextInput", "UsageReportInput", "diary_index", "diary_text",
+    "usage_report",
 ]  # fmt: skip
 
 
@@ -83,30 +90,43 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from brainmap.ops.agent import (
+        DiaryIndexInput,
         DiaryRollupInput,
         DiarySummarizeInput,
+        DiaryTextInput,
         HooksInput,
         HooksRemoveInput,
         HooksStatusInput,
+        diary_index,
         diary_rollup,
         diary_summarize,
+        diary_text,
         hooks_install,
         hooks_status,
         hooks_uninstall,
     )
     from brainmap.ops.brain import Brain
     from brainmap.ops.core import OPS, Op, describe_errors, op, served, to_jsonable
-    from brainmap.ops.facts import AskInput, CollectInput, ask, collect
+    from brainmap.ops.facts import (
+        AskInput,
+        CollectInput,
+        LibraryFactsInput,
+        ask,
+        collect,
+        library_facts,
+    )
     from brainmap.ops.graph import (
         AuditInput,
         BacklinksInput,
         GitImportInput,
+        HopsInput,
         NeighborsInput,
         RefsInput,
         VerifyInput,
         audit,
         backlinks,
         git_import,
+        hops,
         neighbors,
         refs,
         verify,
@@ -118,6 +138,7 @@ if TYPE_CHECKING:
         MapRecomputeInput,
         get_map,
         map_,
+        map_blocks,
         map_recompute,
         map_text,
     )
@@ -136,4 +157,11 @@ if TYPE_CHECKING:
     )
     from brainmap.ops.notes import IngestInput, SaveInput, ingest, save
     from brainmap.ops.reasoning import BakeoffInput, reasoner_bakeoff, reasoner_status
-    from brainmap.ops.usage import FeedbackInput, PruneInput, feedback, prune
+    from brainmap.ops.usage import (
+        FeedbackInput,
+        PruneInput,
+        UsageReportInput,
+        feedback,
+        prune,
+        usage_report,
+    )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from brainmap import derive, diary
 from brainmap.errors import UserError
@@ -669,3 +669,154 @@ def diary_summarize(brain: Brain, inp: DiarySummarizeInput) -> DiarySummaryRepor
         embed_later(brain, lib.name)
     return DiarySummaryReport(list(dict.fromkeys(f"{w.library}:{w.path}" for w in written)),
                               reasoner.spent)  # fmt: skip
+
+
+# --- reading the diary (the GUI's diary pages) ------------------------------------------------
+
+MAX_DIARY_SHOWN = 1024 * 1024  # bytes of a day or week given back (a day file may hold 8 MB)
+
+
+class DiaryIndexInput(_Input):
+    """Whose days to list."""
+
+    project: str | None = Field(
+        None, max_length=200,
+        description="A project of the diary; the one with the newest day when empty.",
+    )  # fmt: skip
+
+
+@dataclass
+class DiaryDay:
+    """A day of a project's diary that has a file."""
+
+    day: str  # YYYY-MM-DD
+    week: str  # its ISO week, YYYY-Www
+    path: str  # in the diary's library
+
+
+@dataclass
+class DiaryIndex:
+    """The diary's projects, and the days and weeks of one of them (newest first)."""
+
+    library: str | None  # the diary's library; None when it is not a folder
+    projects: list[str]
+    project: str | None  # None: the diary has no project yet
+    days: list[DiaryDay] = field(default_factory=list)
+    weeks: list[str] = field(default_factory=list)
+
+
+def _diary_days(brain: Brain, slug: str) -> tuple[Path, list[DiaryDay]]:
+    """The diary library's folder and the days of one project, oldest first."""
+    lib = diary.diary_library(brain.cfg)
+    base = lib.path / diary.project_folder(brain.cfg, slug)
+    days = [
+        DiaryDay(day.isoformat(), diary.Period.of("week", day).label,
+                 path.relative_to(lib.path).as_posix())
+        for day, path in diary.days_of(base)
+    ]  # fmt: skip
+    return lib.path, days
+
+
+def _diary_project(brain: Brain, project: str) -> str:
+    """The folder of a project the diary has (404 otherwise)."""
+    slug = slugify(project)
+    if slug not in diary.projects(brain.cfg):
+        raise UserError(f"the diary has no project {project!r}", status=404,
+                        hint="pick one from the diary's projects")  # fmt: skip
+    return slug
+
+
+@op("diary_index", DiaryIndexInput, DiaryIndex)
+def diary_index(brain: Brain, inp: DiaryIndexInput) -> DiaryIndex:
+    """The projects of the diary, and the days (with a file) and weeks of one project."""
+    try:
+        library: str | None = diary.diary_library(brain.cfg).name
+    except UserError:
+        library = None
+    projects = diary.projects(brain.cfg)
+    if inp.project:
+        slug = _diary_project(brain, inp.project)
+    else:
+        newest = {p: days[-1].day for p in projects if (days := _diary_days(brain, p)[1])}
+        if not newest:
+            return DiaryIndex(library, projects, None)
+        slug = max(newest, key=lambda p: (newest[p], p))
+    days = _diary_days(brain, slug)[1][::-1]
+    return DiaryIndex(library, projects, slug, days, list(dict.fromkeys(d.week for d in days)))
+
+
+class DiaryTextInput(_Input):
+    """One day or one week of a project's diary."""
+
+    project: str = Field(max_length=200, description="A project of the diary.")
+    day: dt.date | None = Field(None, description="A day (YYYY-MM-DD).")
+    week: str | None = Field(
+        None, pattern=r"^[0-9]{4}-W[0-9]{2}$", description="A week (2026-W07)."
+    )
+
+    @model_validator(mode="after")
+    def _one_period(self) -> DiaryTextInput:
+        if (self.day is None) == (self.week is None):
+            raise ValueError("give a day or a week")
+        return self
+
+
+@dataclass
+class DiaryText:
+    """The text of one day (its file) or week (its rollup; before it is written, its days one
+    after another), with the days it covers and its neighbours."""
+
+    project: str
+    kind: Literal["day", "week"]
+    label: str  # the date or the week
+    first: str  # the days the period spans
+    last: str
+    days: list[DiaryDay]  # the days of the period with a file
+    text: str
+    path: str | None  # the file shown; None: a week without its rollup yet (its days shown)
+    truncated: bool  # the text was longer than what is given back
+    previous: str | None  # the label of the period before with a day, and after
+    next: str | None
+
+
+@op("diary_text", DiaryTextInput, DiaryText)
+def diary_text(brain: Brain, inp: DiaryTextInput) -> DiaryText:
+    """One day of a project's diary, or one week: its rollup file, or its days before the
+    rollup is written. At most 1 MB of text (``truncated`` says when it was cut)."""
+    slug = _diary_project(brain, inp.project)
+    root, days = _diary_days(brain, slug)
+    kind: Literal["day", "week"] = "day" if inp.day is not None else "week"
+    if inp.day is not None:
+        label = inp.day.isoformat()
+        labels = [d.day for d in days]
+        members = [d for d in days if d.day == label]
+    else:
+        label = str(inp.week)
+        labels = list(dict.fromkeys(d.week for d in days))
+        members = [d for d in days if d.week == label]
+    if not members:
+        raise UserError(f"the diary of {slug!r} has no {kind} {label}", status=404,
+                        hint="pick one from the diary's days and weeks")  # fmt: skip
+    path: str | None = members[0].path
+    first = last = members[0].day
+    if kind == "week":
+        period = diary.Period.of("week", dt.date.fromisoformat(first))
+        first, last = period.first.isoformat(), period.last.isoformat()
+        rollup = f"{diary.project_folder(brain.cfg, slug)}/{label}.md"
+        found = root / rollup
+        path = rollup if found.is_file() and not found.is_symlink() else None
+    parts = [path] if path else [d.path for d in members]
+    try:
+        data = b"\n".join(diary.read_in(root, root / p, MAX_DIARY_SHOWN + 1) for p in parts)
+    except OSError as exc:  # a file swapped for a symlink or a folder since it was listed
+        raise UserError(
+            f"the diary's {kind} {label} cannot be read ({type(exc).__name__})",
+            status=409,
+            hint="reload the page: a diary file changed while it was read",
+        ) from exc
+    at = labels.index(label)
+    return DiaryText(
+        slug, kind, label, first, last, members,
+        data[:MAX_DIARY_SHOWN].decode("utf-8", "replace"), path, len(data) > MAX_DIARY_SHOWN,
+        labels[at - 1] if at > 0 else None, labels[at + 1] if at + 1 < len(labels) else None,
+    )  # fmt: skip

@@ -17,7 +17,8 @@ from brainmap.store import Store
 
 if TYPE_CHECKING:
     from brainmap.notes import Notes
-    from brainmap.search import Searcher, VectorIndex
+    from brainmap.search import Searcher
+    from brainmap.vectorindex import VectorIndex
 
 
 class Brain:
@@ -67,8 +68,9 @@ class Brain:
     def searcher(self) -> Searcher:
         searcher: Searcher | None = getattr(self._local, "searcher", None)
         if searcher is None:
-            from brainmap.embed import model_id_of
-            from brainmap.search import Searcher, VectorIndex
+            from brainmap.embedders import model_id_of
+            from brainmap.search import Searcher
+            from brainmap.vectorindex import VectorIndex
 
             with self._lock:
                 if self._vectors is None:

@@ -28,7 +28,8 @@ class Op:
     """One operation: the unit every interface exposes.
 
     Ops with ``methods`` are served over HTTP at ``path`` and as the MCP tool ``tool`` (the
-    path's first segment unless named); the others (administration) belong to the CLI only.
+    path's first segment unless named); the others (administration, and the reads only the
+    web GUI's pages make) are called in process by the CLI and the GUI.
     """
 
     name: str

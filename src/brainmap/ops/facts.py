@@ -12,24 +12,17 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import derive, websearch, written
-from brainmap.collectors import Observation, project_name
+from brainmap.collectors import Observation, project_name, split_service
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
-from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
-from brainmap.facts import (
-    AUTHORITY,
-    CONFIRMED,
-    Fact,
-    Reply,
-    describe_key,
-    fact_of,
-    records,
-    reply,
-    split_service,
-)
+from brainmap.facts.answer import Reply, reply
+from brainmap.facts.models import AUTHORITY, CONFIRMED, Fact, fact_of
+from brainmap.facts.pairing import records
+from brainmap.facts.text import describe_key, label
 from brainmap.indexer import FACTS_NOT_READ
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, Caller, _Input, op
+from brainmap.progress import ProgressFn
 from brainmap.reasoner import Spent, attempt
 from brainmap.safefile import read_regular
 
@@ -119,9 +112,9 @@ def collect(
                                                      inp.from_file, from_text, progress,
                                                      include_roots))  # fmt: skip
     for out in report.libraries:  # counted once the step has paired them
-        library_id = brain.store.library_ids([out.library])[out.library]
-        out.observations = brain.store.observation_counts(library_id)
-        out.assertions = brain.store.fact_counts(library_id)
+        library_id = brain.store.entries.library_ids([out.library])[out.library]
+        out.observations = brain.store.facts.observation_counts(library_id)
+        out.assertions = brain.store.facts.counts(library_id)
     return report
 
 
@@ -202,7 +195,7 @@ def _collect_library(
     if from_file is None and set(sources) & set(FILE_SOURCES):  # re-read by collect()
         out.ran += [s for s in sources if s in FILE_SOURCES]
         out.notes += _unread_facts(brain, lib.name)
-    library_id = store.ensure_library(lib.name, str(lib.path), lib.scope)
+    library_id = store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
     if from_file is not None and from_text is not None:
         path = Path(from_file).expanduser().absolute()
         source = sources[0]
@@ -219,22 +212,22 @@ def _collect_library(
             except Exception as exc:  # hostile (an alias bomb) or not this source: no facts
                 said = []
                 out.notes.append(f"{path}: {FACTS_NOT_READ}: {exc}")
-        store.put_unit_observations(library_id, unit, records(said, str(path), now, None))
+        store.facts.put_unit_observations(library_id, unit, records(said, str(path), now, None))
         out.ran.append(f"{source} from {path}")
     elif "runtime" in sources:
         host = runtime_mod.hostname()
         try:
             lines = runtime_mod.docker_ps_lines()
             said = runtime_mod.docker_ps(lines)
-            store.put_unit_observations(library_id, "runtime:docker",
+            store.facts.put_unit_observations(library_id, "runtime:docker",
                                         records(said, f"docker ps on {host}", now, None))  # fmt: skip
             out.ran.append("docker ps")
         except UserError as exc:  # no docker here: the sockets still tell what listens
             # what an earlier docker ps saw can no longer be checked: it confirms nothing now
-            store.put_unit_observations(library_id, "runtime:docker", [])
+            store.facts.put_unit_observations(library_id, "runtime:docker", [])
             out.notes.append(f"docker: {exc.message}")
         said = runtime_mod.sockets()
-        store.put_unit_observations(library_id, "runtime:sockets",
+        store.facts.put_unit_observations(library_id, "runtime:sockets",
                                     records(said, f"sockets on {host}", now, None))  # fmt: skip
         out.ran.append("sockets")
     return out
@@ -244,9 +237,57 @@ def _unread_facts(brain: Brain, library: str) -> list[str]:
     """The library's files whose facts could not be read (doctor lists them too): without
     this, an alias bomb ahead of ``services:`` would look like a project with no services."""
     store = brain.store
-    said = [(path, why) for name, path, why in store.skipped() if name == library]
-    said += [(path, w) for name, path, ws in store.entry_warnings() if name == library for w in ws]
+    said = [(path, why) for name, path, why in store.entries.skipped() if name == library]
+    warnings = store.entries.entry_warnings()
+    said += [(path, w) for name, path, ws in warnings if name == library for w in ws]
     return [f"{path}: {why}" for path, why in said if why.startswith(FACTS_NOT_READ)]
+
+
+# --- a library's facts --------------------------------------------------------------------
+
+Confidence = Literal["confirmed", "partial", "hypothesis", "contradicted"]
+
+
+class LibraryFactsInput(_Input):
+    library: str = Field(description="A library name.")
+    predicate: list[str] | None = Field(
+        None, description="Only these predicates (publishes, image, depends_on, ...)."
+    )
+    confidence: list[Confidence] | None = Field(None, description="Only these confidences.")
+    limit: int = Field(500, ge=1, le=5000, description="Most facts to return.")
+
+
+@dataclass
+class FactList:
+    """A library's assertions that pass the filters, by subject, predicate and object."""
+
+    library: str
+    facts: list[Fact]
+    total: int  # how many pass the filters (``facts`` holds at most ``limit`` of them)
+    predicates: dict[str, int]  # every predicate of the library's facts, with its count
+    confidence: dict[str, int]  # the library's facts by confidence
+
+
+@op("library_facts", LibraryFactsInput, FactList)
+def library_facts(brain: Brain, inp: LibraryFactsInput) -> FactList:
+    """Every assertion of one library with its confidence and evidence, optionally only some
+    predicates or confidences, and the counts by predicate and confidence of all of them."""
+    brain.cfg.library(inp.library)  # unknown names are a clear 404
+    ids = list(brain.store.entries.library_ids([inp.library]).values())
+    rows = brain.store.facts.assertions(ids) if ids else []  # not indexed yet: no facts
+    predicates: dict[str, int] = {}
+    confidence: dict[str, int] = {}
+    for row in rows:
+        predicates[row.predicate] = predicates.get(row.predicate, 0) + 1
+        confidence[row.confidence] = confidence.get(row.confidence, 0) + 1
+    kept = [
+        row
+        for row in rows
+        if (not inp.predicate or row.predicate in inp.predicate)
+        and (not inp.confidence or row.confidence in inp.confidence)
+    ]
+    return FactList(inp.library, [fact_of(r) for r in kept[: inp.limit]], len(kept),
+                    dict(sorted(predicates.items())), confidence)  # fmt: skip
 
 
 # --- ask ----------------------------------------------------------------------------------
@@ -314,8 +355,8 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
         ids = None
         if inp.library:
             brain.cfg.select(inp.library)  # unknown names are a clear error
-            ids = list(brain.store.library_ids(inp.library).values())
-        said = reply(inp.question, brain.store.facts(ids))
+            ids = list(brain.store.entries.library_ids(inp.library).values())
+        said = reply(inp.question, brain.store.facts.assertions(ids))
         facts = [fact_of(r) for r in said.facts[: inp.limit]]
         summary, confirmed = _summary(said)
     info: list[InfoSnippet] = []
@@ -393,7 +434,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
 
 
 def _value(fact: Fact) -> str:
-    return fact.object.partition(":")[2] or fact.object
+    return label(fact.object)
 
 
 def _ordered(values: set[str]) -> list[str]:

@@ -11,12 +11,13 @@ from pydantic import Field
 
 from brainmap import audit as audit_mod
 from brainmap import derive
-from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.gitlog import GitImportReport, import_history
-from brainmap.graph import MAX_DEPTH, Breadcrumb, GraphReader, Neighborhood
+from brainmap.graph import MAX_DEPTH, Breadcrumb, GraphReader, Hops, Neighborhood
+from brainmap.keys import EntryRef
 from brainmap.notes import SaveResult
 from brainmap.ops.core import Brain, _Input, op
+from brainmap.progress import ProgressFn
 
 
 class NeighborsInput(_Input):
@@ -42,6 +43,29 @@ def neighbors(brain: Brain, inp: NeighborsInput) -> Neighborhood:
         inp.node, depth=inp.depth, predicates=inp.predicate, limit=inp.limit,
         libraries=[lib.name for lib in brain.cfg.libraries],
     )  # fmt: skip
+
+
+class HopsInput(_Input):
+    ref: str = Field(description="Entry id or 'library:path'.")
+    depth: int = Field(
+        3, ge=1, le=3,
+        description="1 the entry's file, 2 also the commits that changed it (after "
+        "git-import), 3 also their authors.",
+    )  # fmt: skip
+
+
+@op("hops", HopsInput, Hops)
+def hops(brain: Brain, inp: HopsInput) -> Hops:
+    """The provenance chain of one entry: its file, the newest commits that changed it
+    ([graph] hop_commits of them) and their authors, as deep as asked."""
+    found = brain.store.entries.find_entry(inp.ref)
+    row = brain.store.entries.entry(found[0]) if found is not None else None
+    if row is None:
+        raise UserError(f"no entry {inp.ref!r}", status=404)
+    return GraphReader(brain.store).hops(
+        [(row["library"], row["path"], row["source_rev"])], inp.depth,
+        brain.cfg.graph.hop_commits,
+    )[0]  # fmt: skip
 
 
 class BacklinksInput(_Input):
@@ -98,9 +122,9 @@ def _is_library_file(root: Path, rel: str) -> bool:
 
 
 def _library_path(brain: Brain, ref: str) -> tuple[str, str]:
-    lib, sep, rel = ref.partition(":")
-    if sep and any(x.name == lib for x in brain.cfg.libraries):
-        return lib, rel
+    entry = EntryRef.parse(ref)
+    if entry.library and any(x.name == entry.library for x in brain.cfg.libraries):
+        return entry.library, entry.path
     found = brain.cfg.locate(Path(ref))
     if found is not None:
         return found[0].name, found[1]
@@ -174,7 +198,7 @@ class VerifyInput(_Input):
 def verify(brain: Brain, inp: VerifyInput) -> SaveResult:
     """Mark an entry as checked today: sets last_verified in its frontmatter (nothing else in
     the file changes) and re-indexes it."""
-    found = brain.store.find_entry(inp.ref)
+    found = brain.store.entries.find_entry(inp.ref)
     if found is None:
         raise UserError(f"no entry {inp.ref!r}", status=404)
     result = brain.notes.verify(found[0], dt.date.today())

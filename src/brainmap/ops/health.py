@@ -13,6 +13,7 @@ from brainmap import config as config_mod
 from brainmap import derive, evaluate, libmap
 from brainmap.gitlog import prune_unreachable
 from brainmap.indexer import diff_library
+from brainmap.keys import name_of
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import LibraryInfo, NoInput, library_list
 from brainmap.search import Mode
@@ -91,8 +92,8 @@ def _size(path: Path) -> int:
 def _vector_search_status(brain: Brain) -> str:
     """``available`` or why not: embeds a probe query (about 20 ms with the bundled model)."""
     searcher = brain.searcher
-    if searcher.embed_query("brainmap health check") is None:
-        return f"unavailable: {searcher.embedder_error}"
+    if searcher.embedder.query("brainmap health check") is None:
+        return f"unavailable: {searcher.embedder.error}"
     return "available"
 
 
@@ -113,21 +114,21 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         libraries=library_list(brain, NoInput()).libraries,
         entries=counts["entries"],
         chunks=counts["chunks"],
-        vectors=store.vector_models().get(model, 0),
-        pending_embeddings=store.pending_count(model),
+        vectors=store.vectors.models().get(model, 0),
+        pending_embeddings=store.vectors.pending_count(model),
         skipped_files=counts["skipped"],
         graph_nodes=counts["nodes"],
         graph_edges=counts["edges"],
         code_files=counts["code_files"],
         commits=counts["commits"],
-        facts=store.fact_counts(),
-        observations=sum(store.observation_counts().values()),
+        facts=store.facts.counts(),
+        observations=sum(store.facts.observation_counts().values()),
         model=model,
         vector_search=_vector_search_status(brain),
         db_bytes=_size(brain.cfg.db_path),
         cache_vectors=cached,
         cache_bytes=_size(brain.cfg.cache_path),
-        schema_version=store.schema_version(),
+        schema_version=store.db.schema_version(),
         reasoner=reasoner_status(brain),
         usage=summary(brain.cfg, store),
     )
@@ -165,14 +166,14 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               "fix `embedder` in config.toml (BM25 search works meanwhile)")
     )  # fmt: skip
     checks.append(_reasoner_check(reasoner_status(brain)))
-    version = store.schema_version()
+    version = store.db.schema_version()
     checks.append(
         Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
               None if version == SCHEMA_VERSION else "delete brain.db and run `brainmap reindex`")
     )  # fmt: skip
     from brainmap.analysis import ANALYZER_VERSION
 
-    behind = store.behind_analyzer(ANALYZER_VERSION)
+    behind = store.entries.behind_analyzer(ANALYZER_VERSION)
     checks.append(
         Check("analysis", not behind,
               f"{', '.join(behind)} indexed by an older text analysis" if behind
@@ -192,8 +193,8 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         )  # fmt: skip
     orphans = {k: v for k, v in store.orphans().items() if v}
     known = {lib.name for lib in brain.cfg.libraries}
-    stray = [row.name for row in store.libraries() if row.name not in known]
-    other_models = {m: n for m, n in store.vector_models().items() if m != brain.searcher.model}
+    stray = [row.name for row in store.entries.libraries() if row.name not in known]
+    other_models = {m: n for m, n in store.vectors.models().items() if m != brain.searcher.model}
     clean = not orphans and not stray and not other_models
     items = [f"orphan {k}: {v}" for k, v in orphans.items()]
     items += [f"library {name!r} is indexed but not configured" for name in stray]
@@ -202,7 +203,7 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         Check("orphans", clean, "no orphan rows" if clean else f"{len(items)} kind(s) of leftovers",
               None if clean else "brainmap gc", items)
     )  # fmt: skip
-    pending = store.pending_count(brain.searcher.model)
+    pending = store.vectors.pending_count(brain.searcher.model)
     checks.append(
         Check("vectors", pending == 0,
               "every chunk has a vector" if not pending else f"{pending} chunk(s) without a vector",
@@ -243,9 +244,9 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               else f"{len(behind)} map block(s) behind the index",
               None if not behind else "brainmap map recompute", behind)
     )  # fmt: skip
-    dangling = store.dangling_breadcrumbs()
+    dangling = store.graph.dangling_breadcrumbs()
     shown = [
-        f"{e.library}:{e.source_uri}:{e.line}: Brain: {e.props.get('ref', e.object[5:])}"
+        f"{e.library}:{e.source_uri}:{e.line}: Brain: {e.props.get('ref', name_of(e.object))}"
         for e in dangling[:MAX_ITEMS]
     ]
     if len(dangling) > MAX_ITEMS:
@@ -257,8 +258,9 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               None if not dangling else "fix the slug in the comment, or save the entry it means",
               shown)
     )  # fmt: skip
-    skipped = [f"{lib}:{path}: {reason}" for lib, path, reason in store.skipped()]
-    skipped += [f"{lib}:{path}: {w}" for lib, path, ws in store.entry_warnings() for w in ws]
+    skipped = [f"{lib}:{path}: {reason}" for lib, path, reason in store.entries.skipped()]
+    warnings = store.entries.entry_warnings()
+    skipped += [f"{lib}:{path}: {w}" for lib, path, ws in warnings for w in ws]
     checks.append(
         Check("skipped", True, f"{len(skipped)} file(s) skipped or read with warnings",
               "fix the files, or exclude them with --exclude" if skipped else None, skipped)
@@ -318,22 +320,22 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
     """
     store, cfg = brain.store, brain.cfg
     known = {lib.name for lib in cfg.libraries}
-    stray = [row.name for row in store.libraries() if row.name not in known]
+    stray = [row.name for row in store.entries.libraries() if row.name not in known]
     # pruned history and removed libraries change maps: the step follows, without the model
     with derive.changing(cfg, store, None, embed=False, removed=stray):
         before = _size(cfg.db_path) + _size(cfg.cache_path)
         for name in stray:
-            store.delete_library(name)
+            store.entries.delete_library(name)
         orphans = store.remove_orphans()
         model = brain.searcher.model
-        old_vectors = store.delete_vectors_except(model)
+        old_vectors = store.vectors.delete_except(model)
         unreachable = sum(prune_unreachable(store, lib) for lib in cfg.libraries)
         kept_because = _index_incomplete(brain)
         removed = 0
         cache = VectorCache(cfg.cache_path)
         try:
             if kept_because is None:
-                used = store.embed_hashes() | {
+                used = store.vectors.embed_hashes() | {
                     libmap.sentence_hash(b) for b in libmap.blocks(store)
                 }  # the map blocks' sentences too
                 removed = cache.prune(model, used)
@@ -347,13 +349,13 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
 
 def _index_incomplete(brain: Brain) -> str | None:
     """Why the index does not yet reflect every library (None when it does)."""
-    indexed = {row.name for row in brain.store.libraries()}
+    indexed = {row.name for row in brain.store.entries.libraries()}
     for lib in brain.cfg.libraries:
         if lib.name not in indexed or not lib.path.is_dir():
             return f"library {lib.name} is not indexed; run `brainmap reindex` first"
         if diff_library(brain.cfg, brain.store, lib).count:
             return f"library {lib.name} has unindexed changes; run `brainmap reindex` first"
-    if brain.store.pending_count(brain.searcher.model):
+    if brain.store.vectors.pending_count(brain.searcher.model):
         return "some chunks wait for vectors; run `brainmap reindex` first"
     return None
 
@@ -389,7 +391,7 @@ def init(brain: Brain, inp: NoInput) -> InitReport:
     """Create the home (config.toml, brain.db, the global library ``brain/``) if missing."""
     brain.store  # creates and migrates brain.db  # noqa: B018
     for lib in brain.cfg.libraries:
-        brain.store.ensure_library(lib.name, str(lib.path), lib.scope)
+        brain.store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
     brain_dir = next(
         (str(lib.path) for lib in brain.cfg.libraries if lib.name == config_mod.GLOBAL_LIBRARY),
         "",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brainmap.keys import EntryRef
 from brainmap.ops.brain import Brain
 from brainmap.project import Project, identify
 
@@ -182,7 +183,7 @@ def _roll_up(brain: Brain, reply: HookReply) -> None:
     except Exception as exc:
         reply.problems.append(f"rollups left for later: {type(exc).__name__}: {exc}")
         return
-    libraries = list(dict.fromkeys(w.partition(":")[0] for w in reply.rollups))
+    libraries = list(dict.fromkeys(EntryRef.parse(w).library for w in reply.rollups))
     if libraries:
         derive.after_change_quietly(brain.cfg, brain.store, libraries, embed=False)
 

@@ -40,6 +40,9 @@ class SearchInput(_Input):
         None, description="Only entries dated on/after this date, or this recent (30d, 6m, 1y)."
     )
     limit: int = Field(10, ge=1, le=100)
+    offset: int = Field(
+        0, ge=0, le=900, description="Skip this many of the best hits first (the next page)."
+    )
     mode: Mode = "hybrid"
     project: str | None = Field(
         None,
@@ -95,8 +98,9 @@ def search(brain: Brain, inp: SearchInput, caller: Caller = "cli") -> SearchResu
     since = inp.since if inp.since is None or isinstance(inp.since, str) else inp.since.isoformat()
     return find(
         brain, inp.query, library=inp.library, type=inp.type, tag=inp.tag, since=since,
-        limit=inp.limit, mode=inp.mode, route=inp.route, hop=inp.hop, project=inp.project,
-        expand=inp.expand, include_inactive=inp.include_inactive, caller=caller,
+        limit=inp.limit, offset=inp.offset, mode=inp.mode, route=inp.route, hop=inp.hop,
+        project=inp.project, expand=inp.expand, include_inactive=inp.include_inactive,
+        caller=caller,
     )  # fmt: skip
 
 
@@ -146,22 +150,22 @@ def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
     """Fetch one whole entry, by the id of a search hit or as 'library:path': its metadata
     (type, tags, dates, provenance) and all its chunks with line ranges. Use it after search
     when a hit looks relevant and you need the rest of the entry."""
-    found = brain.store.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
+    found = brain.store.entries.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
     if found is None:
         raise UserError(
             f"no entry {inp.ref!r}", hint="use an id or path from `brainmap search`", status=404
         )
-    row = brain.store.entry(found[0])
+    row = brain.store.entries.entry(found[0])
     assert row is not None
     usage.opened(brain.cfg, row["id"], row["library"], row["path"], caller)
-    links = brain.store.supersession(found[0])
+    links = brain.store.entries.supersession(found[0])
     row["warnings"] += [
         f"{u['role']}: {u['library']}:{u['slug']} names no indexed entry"
         for u in links["unresolved"]
     ]
     chunks = [
         ChunkInfo(c.ord, c.heading, c.line_start, c.line_end, c.text)
-        for c in brain.store.entry_chunks(found[0])
+        for c in brain.store.entries.entry_chunks(found[0])
     ]
     return EntryInfo(
         id=row["id"], library=row["library"],
@@ -179,4 +183,4 @@ def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
 def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
     """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
     found = brain.cfg.locate(Path(ref))
-    return brain.store.find_entry(f"{found[0].name}:{found[1]}") if found else None
+    return brain.store.entries.find_entry(f"{found[0].name}:{found[1]}") if found else None

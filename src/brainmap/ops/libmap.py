@@ -71,6 +71,22 @@ def _not_indexed(name: str) -> MapBlock:
     return MapBlock(name, "not indexed yet", None, [], {}, [], {}, 0, 0, 0, None, None)
 
 
+@dataclass
+class MapBlocks:
+    """Every library of the config, in its order, and the active blocks of those indexed."""
+
+    libraries: list[str]
+    blocks: list[MapBlock]  # config order; a library not indexed yet has none
+
+
+@op("map_blocks", NoInput, MapBlocks)
+def map_blocks(brain: Brain, inp: NoInput) -> MapBlocks:
+    """The full map block of every library in one read (the home page's cards)."""
+    names = [lib.name for lib in brain.cfg.libraries]
+    found = {b.library: b for b in libmap.blocks(brain.store, names)}
+    return MapBlocks(names, [found[name] for name in names if name in found])
+
+
 class MapLibraryInput(_Input):
     library: str = Field(description="A library name (see `map`).")
 

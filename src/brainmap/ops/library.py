@@ -19,11 +19,11 @@ from brainmap.config import (
     check_library_name,
     glob_regex,
 )
-from brainmap.embedding import ProgressFn
 from brainmap.errors import UserError
 from brainmap.indexer import LibraryReport, ReindexReport
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, _Input, op
+from brainmap.progress import ProgressFn
 from brainmap.sync import SyncReport
 
 # --- libraries ------------------------------------------------------------------------------
@@ -66,8 +66,8 @@ class LibraryNameInput(_Input):
 
 
 def _library_infos(brain: Brain, libs: list[LibraryConfig]) -> list[LibraryInfo]:
-    counts = brain.store.library_counts()
-    scanned = {row.name: row.indexed_at for row in brain.store.libraries()}
+    counts = brain.store.entries.library_counts()
+    scanned = {row.name: row.indexed_at for row in brain.store.entries.libraries()}
     out = []
     for lib in libs:
         entries, chunks, last_ns = counts.get(lib.name, (0, 0, None))
@@ -115,7 +115,7 @@ def library_add(brain: Brain, inp: LibraryAddInput) -> LibraryAdded:
     overlaps = _overlaps(brain.cfg.libraries, lib)
     brain.cfg.libraries.append(lib)
     brain.save_config()
-    brain.store.ensure_library(lib.name, str(path), lib.scope)
+    brain.store.entries.ensure_library(lib.name, str(path), lib.scope)
     # no after-change step: nothing derives from a library before its first reindex (the
     # MCP instructions list it as not indexed yet by themselves)
     return LibraryAdded(**vars(_library_infos(brain, [lib])[0]), notes=_code_includes(lib),
@@ -203,7 +203,7 @@ def library_remove(brain: Brain, inp: LibraryNameInput) -> LibraryRemoved:
     with derive.changing(brain.cfg, brain.store, [], removed=[lib.name]):
         brain.cfg.libraries.remove(lib)
         brain.save_config()
-        return LibraryRemoved(lib.name, brain.store.delete_library(lib.name))
+        return LibraryRemoved(lib.name, brain.store.entries.delete_library(lib.name))
 
 
 # --- indexing -------------------------------------------------------------------------------

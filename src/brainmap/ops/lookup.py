@@ -25,6 +25,7 @@ def find(
     tag: list[str] | None = None,
     since: str | None = None,
     limit: int = 10,
+    offset: int = 0,
     mode: Mode = "hybrid",
     route: bool = True,
     hop: int = 0,
@@ -36,8 +37,8 @@ def find(
     """The hits of ``query``, filtered, routed and with ``hop`` levels of provenance (the
     search op's parameters, already valid). With ``expand`` (None: ``[reasoner] expand``),
     the reasoner's rewrites of the query are searched too and fused with it; without a
-    reasoner, the plain hits, with ``reasoner.skipped`` saying why. The hits served are
-    recorded as usage of ``caller``'s interface."""
+    reasoner, the plain hits, with ``reasoner.skipped`` saying why. ``offset`` skips the best
+    hits first (a later page). The hits served are recorded as usage of ``caller``'s interface."""
     from brainmap.graph import GraphReader
     from brainmap.project import resolve
 
@@ -53,12 +54,13 @@ def find(
         types=type,
         tags=tag,
         since=since,
-        limit=limit,
+        limit=offset + limit,
         mode=mode,
         route=route,
         include_inactive=include_inactive,
     )
     result.reasoner = spent
+    del result.hits[:offset]  # the earlier pages
     if hop:
         chains = GraphReader(brain.store).hops(
             [(h.library, h.path, h.source_rev) for h in result.hits], hop,

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from brainmap import bakeoff
-from brainmap.embedding import ProgressFn
 from brainmap.ops import health
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.health import ReasonerStatus
 from brainmap.ops.library import NoInput
+from brainmap.progress import ProgressFn
 from brainmap.reasoner import Reasoner
 
 

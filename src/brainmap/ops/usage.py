@@ -37,8 +37,8 @@ def feedback(brain: Brain, inp: FeedbackInput, caller: Caller = "cli") -> Feedba
     telemetry, outside the notes; nothing in the entry changes."""
     from brainmap.ops.knowledge import _find_by_file
 
-    found = brain.store.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
-    row = brain.store.entry(found[0]) if found else None
+    found = brain.store.entries.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
+    row = brain.store.entries.entry(found[0]) if found else None
     if row is None:
         raise UserError(
             f"no entry {inp.ref!r}", hint="use an id or path from `brainmap search`", status=404
@@ -68,3 +68,14 @@ def prune(brain: Brain, inp: PruneInput) -> PruneReport:
     if inp.archive:
         prune_mod.archive(brain.cfg, brain.store, report)
     return report
+
+
+class UsageReportInput(_Input):
+    limit: int = Field(20, ge=1, le=200, description="Entries listed as most and as least used.")
+
+
+@op("usage_report", UsageReportInput, usage.UsageSummary)
+def usage_report(brain: Brain, inp: UsageReportInput) -> usage.UsageSummary:
+    """Usage telemetry since it started: how many events, how many entries were used or
+    never used, and the most and least used entries (hits served, opened, judged)."""
+    return usage.summary(brain.cfg, brain.store, inp.limit)

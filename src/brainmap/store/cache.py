@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from brainmap.store.db import (
+from brainmap.store.schema import (
     CACHE_SCHEMA,
     CACHE_SCHEMA_VERSION,
     batched,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import apsw
 
-from brainmap.store.db import SCHEMA_VERSION, connect, user_version
+from brainmap.keys import EntryRef
+from brainmap.store.schema import SCHEMA_VERSION, connect, user_version
 
 _TOP = "\U0010ffff"  # sorts after any character: [prefix, prefix + _TOP) is a prefix range
 _WAIT_MS = 200  # a writer holding the lock makes a Tab press answer nothing, not hang
@@ -25,17 +26,16 @@ def entry_refs(db_path: Path, prefix: str, limit: int = 50) -> list[str]:
         return []
     try:
         libraries = conn.execute("SELECT id, name FROM library ORDER BY name").fetchall()
-        library, colon, rest = prefix.partition(":")
-        wanted = [(i, n) for i, n in libraries if n == library] if colon else libraries
-        rest = rest if colon else prefix
+        typed = EntryRef.parse(prefix)
+        wanted = [(i, n) for i, n in libraries if n == typed.library or not typed.library]
         found: set[str] = set()
         for library_id, name in wanted:
             rows = conn.execute(
                 "SELECT path FROM entry WHERE library_id = ? AND path >= ? AND path < ? "
                 "ORDER BY path LIMIT ?",
-                (library_id, rest, rest + _TOP, limit),
+                (library_id, typed.path, typed.path + _TOP, limit),
             ).fetchall()
-            found.update(f"{name}:{r[0]}" if colon else str(r[0]) for r in rows)
+            found.update(f"{name}:{r[0]}" if typed.library else str(r[0]) for r in rows)
         return sorted(found)[:limit]
     finally:
         conn.close()

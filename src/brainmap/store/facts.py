@@ -1,18 +1,16 @@
 """The facts root in ``brain.db``: observations of each source and the assertions paired
-from them (edges with root ``facts``). A mixin of the store, sharing its transactions."""
+from them (edges with root ``facts``)."""
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
-import apsw
-
-from brainmap.store.db import marks
+from brainmap.store.database import Database
+from brainmap.store.graph import GraphRepo
 from brainmap.store.records import EdgeRecord, FactRow, NodeRecord, ObservationRecord
+from brainmap.store.schema import marks
 
 FACTS_ROOT = "facts"
 # an observation is evidence unless its entry is superseded, retired or archived
@@ -22,32 +20,22 @@ _COUNTS = (
 )
 
 _FACT_SELECT = """
-SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
-       g.source_rev, g.props, g.confidence
+SELECT g.subject, g.predicate, g.object, l.name AS library, g.source_uri, g.line, g.observed_at,
+       g.source_rev, g.props, g.root, g.confidence
 FROM edge g JOIN library l ON l.id = g.library_id
 WHERE g.root = 'facts'
 """
 
 
-class FactStore:
-    """Facts methods of the store (pairing itself is ``brainmap.facts``)."""
+class FactRepo:
+    """Observations and assertions (pairing itself is ``brainmap.facts``). An entry's or code
+    file's observations are written by the entry repository in its transaction."""
 
-    conn: apsw.Connection
-    _lock: threading.RLock
+    def __init__(self, db: Database, graph: GraphRepo) -> None:
+        self.db = db
+        self._graph = graph  # assertions name nodes
 
-    def write(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
-        raise NotImplementedError
-
-    def _put_observations(
+    def put_observations(
         self,
         owner_column: str,
         owner: str | None,
@@ -59,12 +47,12 @@ class FactStore:
         """Write a source's observations in the caller's transaction (``owner_column`` is
         entry_id, code_id or unit); with ``replace`` its earlier ones go first."""
         if replace:
-            self.conn.execute(
+            self.db.conn.execute(
                 f"DELETE FROM observation WHERE library_id = ? AND {owner_column} = ?",
                 (library_id, owner),
             )
         if records:
-            self.conn.executemany(
+            self.db.conn.executemany(
                 f"INSERT INTO observation(library_id, {owner_column}, subject, predicate, object,"
                 " kind, method, path, line, observed_at, source_rev, props) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -79,28 +67,26 @@ class FactStore:
         self, library_id: int, unit: str, records: Sequence[ObservationRecord]
     ) -> None:
         """Replace what one collected unit (a runtime snapshot, an outside file) observed."""
-        with self.write():
-            self._put_observations("unit", unit, library_id, records, replace=True)
+        with self.db.write():
+            self.put_observations("unit", unit, library_id, records, replace=True)
 
     def observations(self, library_id: int) -> list[ObservationRecord]:
         """The observations that count as evidence: those of a superseded, retired or
         archived entry do not (they confirm nothing)."""
-        rows = self._rows(
+        return self.db.records(
+            ObservationRecord,
             "SELECT o.subject, o.predicate, o.object, o.kind, o.method, o.path, o.line, "
-            "o.observed_at, o.source_rev, o.props, l.name FROM observation o "
+            "o.observed_at, o.source_rev, o.props, l.name AS library FROM observation o "
             f"JOIN library l ON l.id = o.library_id WHERE o.library_id = ? AND {_COUNTS} "
             "ORDER BY o.id",
             (library_id,),
+            json_columns=("props",),
         )
-        return [
-            ObservationRecord(*r[:9], props=json.loads(r[9]), library=r[10])  # type: ignore[misc]
-            for r in rows
-        ]
 
     def observation_digest(self, library_id: int) -> str:
         """Changes whenever an observation of the library that counts as evidence is added
         or removed (also by its entry's status changing)."""
-        row = self._rows(
+        row = self.db.rows(
             "SELECT count(*), coalesce(sum(o.id), 0), coalesce(max(o.id), 0) FROM observation o "
             f"WHERE o.library_id = ? AND {_COUNTS}",
             (library_id,),
@@ -108,7 +94,7 @@ class FactStore:
         return f"{row[0]}:{row[1]}:{row[2]}"
 
     def pairing_digest(self, library_id: int) -> str | None:
-        value = self._one("SELECT digest FROM fact_pairing WHERE library_id = ?", (library_id,))
+        value = self.db.one("SELECT digest FROM fact_pairing WHERE library_id = ?", (library_id,))
         return None if value is None else str(value)
 
     def put_assertions(
@@ -121,12 +107,12 @@ class FactStore:
     ) -> None:
         """Replace a library's assertions in one transaction, remembering the digest of the
         observations they were paired from."""
-        with self.write():
-            self.conn.execute(
+        with self.db.write():
+            self.db.conn.execute(
                 "DELETE FROM edge WHERE library_id = ? AND root = ?", (library_id, FACTS_ROOT)
             )
-            self._upsert_nodes(nodes)
-            self.conn.executemany(
+            self._graph.upsert_nodes(nodes)
+            self.db.conn.executemany(
                 "INSERT INTO edge(subject, predicate, object, root, confidence, library_id, "
                 "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [
@@ -135,28 +121,29 @@ class FactStore:
                     for e in edges
                 ],
             )  # fmt: skip
-            self.conn.execute(
+            self.db.conn.execute(
                 "INSERT INTO fact_pairing(library_id, digest, at) VALUES (?, ?, ?) "
                 "ON CONFLICT(library_id) DO UPDATE SET digest = excluded.digest, at = excluded.at",
                 (library_id, digest, when),
             )
 
-    def facts(self, library_ids: Sequence[int] | None = None) -> list[FactRow]:
+    def assertions(self, library_ids: Sequence[int] | None = None) -> list[FactRow]:
         """Assertions of the facts root (of some libraries), in a stable order."""
         sql, params = _FACT_SELECT, []
         if library_ids is not None:
             sql += f" AND g.library_id IN ({marks(len(library_ids))})"
             params = list(library_ids)
-        rows = self._rows(sql + " ORDER BY l.name, g.subject, g.predicate, g.object, g.id", params)
-        return [
-            FactRow(*r[:8], props=json.loads(r[8]), root="facts", confidence=str(r[9]))  # type: ignore[misc]
-            for r in rows
-        ]
+        return self.db.records(
+            FactRow,
+            sql + " ORDER BY l.name, g.subject, g.predicate, g.object, g.id",
+            params,
+            json_columns=("props",),
+        )
 
-    def fact_counts(self, library_id: int | None = None) -> dict[str, int]:
+    def counts(self, library_id: int | None = None) -> dict[str, int]:
         """Assertions by confidence (of one library, or all)."""
         where, params = ("AND library_id = ?", [library_id]) if library_id is not None else ("", [])
-        rows = self._rows(
+        rows = self.db.rows(
             f"SELECT confidence, count(*) FROM edge WHERE root = 'facts' {where} "
             "GROUP BY confidence",
             params,
@@ -168,7 +155,7 @@ class FactStore:
         where, params = (
             ("WHERE library_id = ?", [library_id]) if library_id is not None else ("", [])
         )
-        rows = self._rows(
+        rows = self.db.rows(
             f"SELECT method, count(*) FROM observation {where} GROUP BY method ORDER BY method",
             params,
         )

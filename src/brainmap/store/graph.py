@@ -1,29 +1,18 @@
-"""Graph rows in ``brain.db``: nodes, edges with provenance, code files, imported git history.
+"""Graph rows in ``brain.db``: nodes, edges with provenance, imported git history.
 
-A mixin of :class:`~brainmap.store.index.Store`: it shares its connection, lock and write
-transactions, so an entry's text and its edges are written in one transaction.
+An entry's or code file's edges are written by the entry repository in its transaction,
+through :meth:`GraphRepo.put`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import suppress
 from typing import Any
 
-import apsw
-
-from brainmap.store.db import batched, marks
-from brainmap.store.facts import FactStore
-from brainmap.store.records import (
-    EDGE_SELECT,
-    CodeFileRecord,
-    EdgeRow,
-    Graph,
-    NodeRecord,
-    ObservationRecord,
-    edge_row,
-)
+from brainmap.store.database import Database
+from brainmap.store.records import EDGE_SELECT, EdgeRow, Graph, NodeRecord
+from brainmap.store.schema import batched, marks
 
 # Predicates whose edges carry the git history and the breadcrumbs (hops and backlinks).
 HAS_VERSION = "has_version"
@@ -46,15 +35,18 @@ _ORPHAN_NODES = (
 )
 
 
-class GraphStore(FactStore):
-    """Graph methods of the store (SQL only here; walking the graph is ``brainmap.graph``)."""
+class GraphRepo:
+    """Nodes and edges (SQL only here; walking the graph is ``brainmap.graph``)."""
 
-    # graph rows waiting for the end of the transaction: (owner column, owner, library, rows)
-    _pending: list[tuple[str, str | None, int, Graph]]
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # graph rows waiting for the end of the transaction: (owner column, owner, library, rows)
+        self._pending: list[tuple[str, str | None, int, Graph]] = []
+        db.add_buffer(self)
 
     # writing
 
-    def _put_graph(
+    def put(
         self,
         owner_column: str,
         owner: str | None,
@@ -70,18 +62,22 @@ class GraphStore(FactStore):
         ``executemany`` per batch of files instead of two per file.
         """
         if replace and owner is not None:
-            self._pending = [p for p in self._pending if p[1] != owner]
-            self.conn.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
+            self.discard_owner(owner)
+            self.db.conn.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
         self._pending.append((owner_column, owner, library_id, graph))
 
-    def _flush_graph(self) -> None:
-        """Insert the pending graph rows (called by the store just before COMMIT)."""
+    def discard_owner(self, owner: str) -> None:
+        """Forget the pending rows of one source (its write failed)."""
+        self._pending = [p for p in self._pending if p[1] != owner]
+
+    def flush(self) -> None:
+        """Insert the pending graph rows (the database calls this just before COMMIT)."""
         pending, self._pending = self._pending, []
         if not pending:
             return
-        self._upsert_nodes([n for *_, g in pending for n in g.nodes])
+        self.upsert_nodes([n for *_, g in pending for n in g.nodes])
         for column in ("entry_id", "code_id"):
-            self.conn.executemany(
+            self.db.conn.executemany(
                 f"INSERT INTO edge(subject, predicate, object, library_id, {column}, "
                 "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [
@@ -93,58 +89,25 @@ class GraphStore(FactStore):
                 ],
             )  # fmt: skip
 
-    def _upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
-        # the smallest label (with its props) wins, so that the order of writes does not matter
-        self.conn.executemany(
+    def discard(self) -> None:
+        """Forget every pending row (the transaction ended)."""
+        self._pending = []
+
+    def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
+        """Insert nodes in the caller's transaction; for a key already there, the smallest
+        label (with its props) wins, so that the order of writes does not matter."""
+        self.db.conn.executemany(
             "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
             "DO UPDATE SET label = excluded.label, props = excluded.props "
             "WHERE excluded.label < label",
             [(n.key, n.kind, n.label, _json(n.props)) for n in nodes],
         )
 
-    def put_code_file(
-        self,
-        record: CodeFileRecord,
-        graph: Graph,
-        *,
-        new: bool = False,
-        observations: Sequence[ObservationRecord] = (),
-    ) -> None:
-        """Insert or replace a code file with its breadcrumb edges and, for a config file,
-        its observations."""
-        with self.write():
-            self.conn.execute(
-                "INSERT INTO code_file(id, library_id, path, content_hash, blob, mtime_ns, size, "
-                "indexed_ns, observed_at, source_rev) VALUES (?,?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(id) DO UPDATE SET content_hash = excluded.content_hash, "
-                "blob = excluded.blob, mtime_ns = excluded.mtime_ns, size = excluded.size, "
-                "indexed_ns = excluded.indexed_ns, observed_at = excluded.observed_at, "
-                "source_rev = excluded.source_rev",
-                (record.id, record.library_id, record.path, record.content_hash, record.blob,
-                 record.mtime_ns, record.size, record.indexed_ns, record.observed_at,
-                 record.source_rev),
-            )  # fmt: skip
-            self._put_graph("code_id", record.id, record.library_id, graph, replace=not new)
-            try:
-                self._put_observations(
-                    "code_id", record.id, record.library_id, observations, replace=not new
-                )
-            except Exception:  # leave no half-written file: no row, so the next run reads it
-                self._pending = [p for p in self._pending if p[1] != record.id]
-                with suppress(apsw.Error):
-                    self.conn.execute("DELETE FROM code_file WHERE id = ?", (record.id,))
-                raise
-
-    def delete_code_files(self, ids: Sequence[str]) -> None:
-        with self.write():
-            self._flush_graph()  # rows buffered for these files must go too, not fail later
-            self.conn.executemany("DELETE FROM code_file WHERE id = ?", [(i,) for i in ids])
-
     # git history
 
     def git_state(self, library_id: int) -> tuple[tuple[str, str, str], str] | None:
         """((repository, folder prefix, file filters), last imported HEAD) of a library."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT repo, prefix, filters, head FROM git_import WHERE library_id = ?",
             (library_id,),
         )
@@ -155,14 +118,14 @@ class GraphStore(FactStore):
 
     def put_git_history(self, library_id: int, graph: Graph) -> None:
         """Add a batch of imported commits (one transaction)."""
-        with self.write():
-            self._put_graph("entry_id", None, library_id, graph, replace=False)
+        with self.db.write():
+            self.put("entry_id", None, library_id, graph, replace=False)
 
     def imported_commits(self, library_id: int, keys: Sequence[str]) -> set[str]:
         """Which of these commit keys the library's history already holds."""
         out: set[str] = set()
         for part in batched(list(keys)):
-            rows = self._rows(
+            rows = self.db.rows(
                 "SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
                 f"AND entry_id IS NULL AND code_id IS NULL AND subject IN ({marks(len(part))})",
                 [library_id, AUTHORED_BY, *part],
@@ -176,8 +139,8 @@ class GraphStore(FactStore):
         """Remember the HEAD imported last (the next import starts there) and what was
         imported: (repository, folder prefix, file filters)."""
         repo, prefix, filters = source
-        with self.write():
-            self.conn.execute(
+        with self.db.write():
+            self.db.conn.execute(
                 "INSERT INTO git_import(library_id, repo, prefix, filters, head, commits, at) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, (SELECT count(*) FROM edge WHERE library_id = ?1 "
                 "AND predicate = ?7 AND entry_id IS NULL AND code_id IS NULL), ?6) "
@@ -189,18 +152,18 @@ class GraphStore(FactStore):
 
     def forget_git_history(self, library_id: int) -> None:
         """Drop a library's imported history (the library moved, or its file globs changed)."""
-        with self.write():
-            self._flush_graph()
-            self.conn.execute(
+        with self.db.write():
+            self.flush()
+            self.db.conn.execute(
                 "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL "
                 "AND predicate IN (?, ?)",
                 (library_id, HAS_VERSION, AUTHORED_BY),
             )
-            self.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
+            self.db.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
 
     def imported_commit_keys(self, library_id: int) -> set[str]:
         """Every commit of the library's imported history."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT DISTINCT subject FROM edge WHERE library_id = ? AND predicate = ? "
             "AND entry_id IS NULL AND code_id IS NULL",
             (library_id, AUTHORED_BY),
@@ -210,20 +173,20 @@ class GraphStore(FactStore):
     def drop_commits(self, library_id: int, keys: Sequence[str]) -> int:
         """Remove these commits (their versions and authorship) from a library's history."""
         removed = 0
-        with self.write():
+        with self.db.write():
             for part in batched(list(keys)):
                 for column in ("subject", "object"):
-                    self.conn.execute(
+                    self.db.conn.execute(
                         f"DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL "
                         f"AND code_id IS NULL AND {column} IN ({marks(len(part))})",
                         [library_id, *part],
                     )
-                    removed += self.conn.changes() if column == "subject" else 0
+                    removed += self.db.conn.changes() if column == "subject" else 0
         return removed
 
     def commit_for_blob(self, file_key: str, blob: str) -> str | None:
         """The newest imported commit whose version of the file has exactly this content."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT object FROM edge WHERE subject = ? AND predicate = ? "
             "AND json_extract(props, '$.blob') = ? ORDER BY observed_at DESC LIMIT 1",
             (file_key, HAS_VERSION, blob),
@@ -234,9 +197,9 @@ class GraphStore(FactStore):
         """Set ``source_rev`` of the library's entries and code files from the imported
         history (the newest commit with their exact content); return how many changed."""
         changed = 0
-        with self.write():
+        with self.db.write():
             for table in ("entry", "code_file"):
-                self.conn.execute(
+                self.db.conn.execute(
                     f"UPDATE {table} AS t SET source_rev = v.rev FROM ("
                     f"  SELECT t2.id AS id, (SELECT substr(g.object, 8) FROM edge g"
                     f"    WHERE g.subject = 'file:' || ? || '/' || t2.path AND g.predicate = ?"
@@ -246,9 +209,9 @@ class GraphStore(FactStore):
                     f"WHERE t.id = v.id AND v.rev IS NOT NULL AND t.source_rev IS NOT v.rev",
                     (library, HAS_VERSION, library_id),
                 )
-                changed += self.conn.changes()
+                changed += self.db.conn.changes()
             for table, column in (("entry", "entry_id"), ("code_file", "code_id")):
-                self.conn.execute(
+                self.db.conn.execute(
                     f"UPDATE edge SET source_rev = t.source_rev FROM {table} t "
                     f"WHERE edge.{column} = t.id AND t.library_id = ? "
                     "AND edge.source_rev IS NOT t.source_rev",
@@ -258,19 +221,17 @@ class GraphStore(FactStore):
 
     def file_versions(self, file_key: str, limit: int) -> list[EdgeRow]:
         """The file's imported versions (``has_version`` edges), newest first."""
-        rows = self._rows(
-            EDGE_SELECT + " WHERE g.subject = ? AND g.predicate = ? "
-            "ORDER BY g.observed_at DESC LIMIT ?",
+        return self._edge_rows(
+            " WHERE g.subject = ? AND g.predicate = ? ORDER BY g.observed_at DESC LIMIT ?",
             (file_key, HAS_VERSION, limit),
         )
-        return [edge_row(r) for r in rows]
 
     def latest_versions(
         self, library_ids: Sequence[int]
     ) -> list[tuple[str, str, str, str | None, str | None, str, str, str]]:
         """For each entry of these libraries whose file has imported history: (entry id,
         library, path, its blob, its source_rev, the newest commit, its time, its blob)."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT e.id, l.name, e.path, e.blob, e.source_rev, v.object, v.observed_at, "
             "json_extract(v.props, '$.blob') FROM entry e JOIN library l ON l.id = e.library_id "
             "JOIN edge v ON v.rowid = (SELECT g.rowid FROM edge g WHERE g.subject = "
@@ -297,15 +258,12 @@ class GraphStore(FactStore):
             pred_params = list(predicates)
         for part in batched(list(keys), 200):
             for column in ("subject", "object"):
-                rows = self._rows(
-                    EDGE_SELECT + f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} "
-                    "ORDER BY g.id LIMIT ?",
+                edges = self._edge_rows(
+                    f" WHERE g.{column} IN ({marks(len(part))}){pred_sql} ORDER BY g.id LIMIT ?",
                     [*part, *pred_params, limit],
                 )
-                cut = cut or len(rows) >= limit
-                for r in rows:
-                    edge = edge_row(r)
-                    out.append((edge.subject if column == "subject" else edge.object, edge))
+                cut = cut or len(edges) >= limit
+                out += [(e.subject if column == "subject" else e.object, e) for e in edges]
         return out, cut
 
     def edges_from(self, key: str, predicate: str) -> list[EdgeRow]:
@@ -315,18 +273,19 @@ class GraphStore(FactStore):
         return self._edges("object", key, predicate)
 
     def _edges(self, column: str, key: str, predicate: str) -> list[EdgeRow]:
-        rows = self._rows(
-            EDGE_SELECT + f" WHERE g.{column} = ? AND g.predicate = ? "
-            f"AND g.root = '{INFO_ROOT}' ORDER BY g.id",
+        return self._edge_rows(
+            f" WHERE g.{column} = ? AND g.predicate = ? AND g.root = '{INFO_ROOT}' ORDER BY g.id",
             (key, predicate),
         )
-        return [edge_row(r) for r in rows]
+
+    def _edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
+        return self.db.records(EdgeRow, EDGE_SELECT + where, params, json_columns=("props",))
 
     def alias_targets(self, keys: Sequence[str]) -> dict[str, str]:
         """The canonical entity of each alias key among ``keys`` (smallest, if several)."""
         out: dict[str, str] = {}
         for part in batched(list(keys)):
-            rows = self._rows(
+            rows = self.db.rows(
                 f"SELECT subject, min(object) FROM edge WHERE subject IN ({marks(len(part))}) "
                 f"AND predicate = ? AND root = '{INFO_ROOT}' GROUP BY subject",
                 [*part, ALIAS_OF],
@@ -338,7 +297,7 @@ class GraphStore(FactStore):
         """(kind, label, props) of the nodes that exist among ``keys``."""
         out: dict[str, tuple[str, str, dict[str, Any]]] = {}
         for part in batched(list(keys)):
-            rows = self._rows(
+            rows = self.db.rows(
                 f"SELECT key, kind, label, props FROM node WHERE key IN ({marks(len(part))})", part
             )
             out.update((r[0], (r[1], r[2], json.loads(r[3]))) for r in rows)
@@ -346,27 +305,18 @@ class GraphStore(FactStore):
 
     def keys_labelled(self, label: str) -> list[str]:
         """The keys of the nodes whose label is ``label`` (any case), structural kinds apart."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT key FROM node WHERE label = ? COLLATE NOCASE "
             "AND kind NOT IN ('entry', 'file', 'commit', 'slug')",
             (label,),
         )
         return [str(r[0]) for r in rows]
 
-    def entries_with_slug(self, slug: str) -> list[tuple[str, str, str]]:
-        """(entry id, library, path) of the entries whose file is called ``slug``."""
-        rows = self._rows(
-            "SELECT e.id, l.name, e.path FROM entry e JOIN library l ON l.id = e.library_id "
-            "WHERE e.slug = ? ORDER BY l.name, e.path",
-            (slug,),
-        )
-        return [(str(a), str(b), str(c)) for a, b, c in rows]
-
     def entry_files(self, entry_ids: Sequence[str]) -> dict[str, str]:
         """The file node key of each entry."""
         out: dict[str, str] = {}
         for part in batched(list(entry_ids)):
-            rows = self._rows(
+            rows = self.db.rows(
                 "SELECT e.id, 'file:' || l.name || '/' || e.path FROM entry e "
                 f"JOIN library l ON l.id = e.library_id WHERE e.id IN ({marks(len(part))})",
                 part,
@@ -376,64 +326,47 @@ class GraphStore(FactStore):
 
     def dangling_breadcrumbs(self) -> list[EdgeRow]:
         """``Brain:`` comments whose slug names no entry."""
-        rows = self._rows(
-            EDGE_SELECT + " WHERE g.predicate = ? AND NOT EXISTS (SELECT 1 FROM entry e "
+        return self._edge_rows(
+            " WHERE g.predicate = ? AND NOT EXISTS (SELECT 1 FROM entry e "
             "WHERE e.slug = substr(g.object, 6)) ORDER BY l.name, g.source_uri, g.line",
             (REFERENCES,),
         )
-        return [edge_row(r) for r in rows]
 
-    def reverify_due(
-        self, before: str, library_ids: Sequence[int], project: str | None = None
-    ) -> list[tuple[str, ...]]:
-        """(entry id, library, path, last_verified) of entries verified before ``before``, in
-        the libraries given (or, with ``project``, also saying `project: <name>`); active
-        ones only (a superseded, retired or archived entry is not worth re-verifying)."""
-        either = " OR e.project = ?" if project is not None else ""
-        rows = self._rows(
-            "SELECT e.id, l.name, e.path, e.last_verified FROM entry e "
-            "JOIN library l ON l.id = e.library_id WHERE e.last_verified < ? "
-            "AND e.status = 'active' "
-            f"AND (e.library_id IN ({marks(len(library_ids))}){either}) ORDER BY e.last_verified",
-            (before, *library_ids, *([project] if project is not None else [])),
-        )
-        return [tuple(str(v) for v in r) for r in rows]
-
-    def graph_counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int]:
         return {
-            "nodes": int(self._one("SELECT count(*) FROM node")),
-            "edges": int(self._one("SELECT count(*) FROM edge")),
-            "code_files": int(self._one("SELECT count(*) FROM code_file")),
-            "commits": int(self._one("SELECT count(*) FROM node WHERE kind = 'commit'")),
+            "nodes": int(self.db.one("SELECT count(*) FROM node")),
+            "edges": int(self.db.one("SELECT count(*) FROM edge")),
+            "code_files": int(self.db.one("SELECT count(*) FROM code_file")),
+            "commits": int(self.db.one("SELECT count(*) FROM node WHERE kind = 'commit'")),
         }
 
-    def graph_orphans(self) -> dict[str, int]:
+    def orphans(self) -> dict[str, int]:
         """Graph rows that nothing holds any more (the trigger and cascades keep these at 0)."""
         return {
-            "nodes": int(self._one(f"SELECT count(*) FROM node WHERE {_ORPHAN_NODES}")),
-            "edges": int(self._one(f"SELECT count(*) FROM edge WHERE {_ORPHAN_EDGES}")),
+            "nodes": int(self.db.one(f"SELECT count(*) FROM node WHERE {_ORPHAN_NODES}")),
+            "edges": int(self.db.one(f"SELECT count(*) FROM edge WHERE {_ORPHAN_EDGES}")),
         }
 
-    def remove_graph_orphans(self) -> int:
-        with self.write():
+    def remove_orphans(self) -> int:
+        with self.db.write():
             total = 0
             for sql in (
                 f"DELETE FROM edge WHERE {_ORPHAN_EDGES}",
                 f"DELETE FROM node WHERE {_ORPHAN_NODES}",
             ):
-                self.conn.execute(sql)
-                total += self.conn.changes()
+                self.db.conn.execute(sql)
+                total += self.db.conn.changes()
         return total
 
-    def graph_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
+    def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         return {
-            "nodes": self._rows("SELECT key, kind, label, props FROM node ORDER BY key"),
-            "edges": self._rows(
+            "nodes": self.db.rows("SELECT key, kind, label, props FROM node ORDER BY key"),
+            "edges": self.db.rows(
                 "SELECT g.subject, g.predicate, g.object, l.name, g.entry_id, g.code_id, "
                 "g.source_uri, g.line, g.props FROM edge g JOIN library l ON l.id = g.library_id "
                 "ORDER BY g.subject, g.predicate, g.object, g.line, g.source_uri, l.name"
             ),
-            "code_files": self._rows(
+            "code_files": self.db.rows(
                 "SELECT c.id, l.name, c.path, c.content_hash, c.blob, c.source_rev FROM code_file c "
                 "JOIN library l ON l.id = c.library_id ORDER BY c.id"
             ),

@@ -1,17 +1,14 @@
 """The library map in ``brain.db``: what a map block is computed from (a library's graph, its
-entries) and the blocks themselves. A mixin of the store, sharing its transactions."""
+entries) and the blocks themselves."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
-from brainmap.store.db import batched, marks
+from brainmap.store.database import Database
+from brainmap.store.schema import batched, marks
 
 # Node kinds that are structure, not subject matter: they are never a library's top entities
 # nor bridges (every library has files and entries; ports are numbers, not topics). Tags count:
@@ -88,26 +85,18 @@ class LibrarySize:
     last_change_ns: int | None
 
 
-class MapStore:
-    """Map methods of the store (what goes into a block is ``brainmap.libmap``)."""
+class MapRepo:
+    """What a library's map block is computed from, and the blocks (what goes into a block
+    is ``brainmap.libmap``)."""
 
-    conn: apsw.Connection
-    _lock: threading.RLock
-
-    def write(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        raise NotImplementedError
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     # what a block is made of
 
     def predicate_counts(self, library_id: int) -> dict[str, int]:
         """How many edges of each predicate the library holds (info and facts)."""
-        rows = self._rows(
+        rows = self.db.rows(
             _LIBRARY_EDGES + "SELECT predicate, count(*) FROM lib_edges GROUP BY predicate",
             {"lib": library_id},
         )
@@ -115,7 +104,7 @@ class MapStore:
 
     def entity_degrees(self, library_id: int) -> dict[str, tuple[str, int]]:
         """Key -> (label, degree inside the library) of every non-structural node it touches."""
-        rows = self._rows(
+        rows = self.db.rows(
             _LIBRARY_EDGES + "SELECT n.key, n.label, d.degree FROM ("
             "  SELECT k, count(*) AS degree FROM ("
             "    SELECT subject AS k FROM lib_edges UNION ALL SELECT object FROM lib_edges"
@@ -129,7 +118,7 @@ class MapStore:
         """For each key, the names of the other libraries with an edge on it."""
         out: dict[str, set[str]] = {}
         for part in batched(list(keys), 250):
-            rows = self._rows(
+            rows = self.db.rows(
                 "SELECT g.k, l.name FROM ("
                 f"  SELECT subject AS k, library_id FROM edge WHERE subject IN ({marks(len(part))})"
                 "  UNION"
@@ -145,7 +134,7 @@ class MapStore:
         """The id of the entry at the library's root whose file name (any case) is the first
         of ``names`` found."""
         wanted = [n.lower() for n in names]
-        rows = self._rows(
+        rows = self.db.rows(
             f"SELECT id, lower(path) FROM entry WHERE library_id = ? "
             f"AND lower(path) IN ({marks(len(wanted))})",
             (library_id, *wanted),
@@ -155,7 +144,7 @@ class MapStore:
 
     def entry_describing(self, library_id: int, key: str) -> str | None:
         """The library's first entry (by path) that describes the entity ``key``."""
-        return self._one(  # type: ignore[no-any-return]
+        return self.db.one(  # type: ignore[no-any-return]
             "SELECT e.id FROM edge g JOIN entry e ON e.id = g.entry_id "
             "WHERE g.object = ? AND g.predicate = 'describes' AND e.library_id = ? "
             "ORDER BY e.path LIMIT 1",
@@ -164,24 +153,24 @@ class MapStore:
 
     def busiest_entry(self, library_id: int) -> str | None:
         """The entry with the most edges (ties: the first path)."""
-        return self._one(  # type: ignore[no-any-return]
+        return self.db.one(  # type: ignore[no-any-return]
             "SELECT e.id FROM entry e JOIN edge g ON g.entry_id = e.id WHERE e.library_id = ? "
             "GROUP BY e.id ORDER BY count(*) DESC, e.path LIMIT 1",
             (library_id,),
         )
 
     def chunk_texts(self, entry_id: str, limit: int) -> list[str]:
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT text FROM chunk WHERE entry_id = ? ORDER BY ord LIMIT ?", (entry_id, limit)
         )
         return [str(r[0]) for r in rows]
 
     def library_size(self, library_id: int) -> LibrarySize:
-        entries, last = self._rows(
+        entries, last = self.db.rows(
             "SELECT count(*), max(mtime_ns) FROM entry WHERE library_id = ? AND mtime_ns > 0",
             (library_id,),
         )[0]
-        chunks = self._one(
+        chunks = self.db.one(
             "SELECT count(*) FROM chunk c JOIN entry e ON e.id = c.entry_id WHERE e.library_id = ?",
             (library_id,),
         )
@@ -189,7 +178,7 @@ class MapStore:
 
     # the blocks
 
-    def map_blocks(
+    def blocks(
         self, names: Sequence[str] | None = None, *, history: bool = False
     ) -> list[MapBlockRow]:
         """The active blocks (or, with ``history``, every block, newest first) of the named
@@ -199,28 +188,29 @@ class MapStore:
         if names is not None:
             where += (" AND " if where else "WHERE ") + f"l.name IN ({marks(len(names))})"
             params += names
-        rows = self._rows(
-            "SELECT b.id, b.library_id, l.name, b.status, b.created_at, b.fingerprint, b.state, "
-            "b.block, b.model, b.vec, b.centroid, b.centroid_n, b.partners "
+        return self.db.records(
+            MapBlockRow,
+            "SELECT b.id, b.library_id, l.name AS library, b.status, b.created_at, "
+            "b.fingerprint, b.state, b.block, b.model, b.vec, b.centroid, b.centroid_n, "
+            "b.partners "
             f"FROM map_block b JOIN library l ON l.id = b.library_id {where} "
             "ORDER BY l.name, b.id DESC",
             params,
         )
-        return [_block_row(r) for r in rows]
 
-    def save_map(self, new: Sequence[NewBlock], kept: Sequence[tuple[int, str, str]]) -> list[int]:
+    def save(self, new: Sequence[NewBlock], kept: Sequence[tuple[int, str, str]]) -> list[int]:
         """In one transaction: insert the new active blocks and mark the ones they replace
         superseded (history beyond ``HISTORY_KEPT`` goes), and record ``(block id, state,
         partners)`` for blocks that stay as they are. A block whose library got another
         active block since it was computed (another save at the same time) is not stored:
         the ids of those libraries are returned, to be computed again."""
         dropped = []
-        with self.write():
+        with self.db.write():
             self._bump()
             for block in new:
                 if not self._put_block(block):
                     dropped.append(block.library_id)
-            self.conn.executemany(
+            self.db.conn.executemany(
                 "UPDATE map_block SET state = ?, partners = ? WHERE id = ? AND status = 'active'",
                 [(state, partners, bid) for bid, state, partners in kept],
             )
@@ -228,23 +218,23 @@ class MapStore:
 
     def _put_block(self, block: NewBlock) -> bool:
         lib, vectors = block.library_id, block.vectors
-        active = self._one(
+        active = self.db.one(
             "SELECT id FROM map_block WHERE library_id = ? AND status = 'active'", (lib,)
         )
         if active != block.replaces:
             return False
-        self.conn.execute(
+        self.db.conn.execute(
             "UPDATE map_block SET status = 'superseded' WHERE library_id = ? AND status = 'active'",
             (lib,),
         )
-        self.conn.execute(
+        self.db.conn.execute(
             "INSERT INTO map_block(library_id, status, created_at, fingerprint, state, block, "
             "partners, model, vec, centroid, centroid_n) "
             "VALUES (?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (lib, block.created_at, block.fingerprint, block.state, block.block, block.partners,
              vectors.model, vectors.sentence, vectors.centroid, vectors.centroid_n),
         )  # fmt: skip
-        self.conn.execute(
+        self.db.conn.execute(
             "DELETE FROM map_block WHERE library_id = ? AND status = 'superseded' AND id NOT IN "
             "(SELECT id FROM map_block WHERE library_id = ? AND status = 'superseded' "
             "ORDER BY id DESC LIMIT ?)",
@@ -257,7 +247,7 @@ class MapStore:
         newest index time), its facts pairing, its imported git history and the number of
         edges it owns itself (git history and facts: `gc` prunes commits)."""
         return list(
-            self._rows(
+            self.db.rows(
                 "SELECT (SELECT count(*) FROM entry WHERE library_id = :lib), "
                 "(SELECT max(indexed_ns) FROM entry WHERE library_id = :lib), "
                 "(SELECT count(*) FROM code_file WHERE library_id = :lib), "
@@ -270,51 +260,23 @@ class MapStore:
             )[0]
         )
 
-    def set_map_vectors(self, block_id: int, vectors: MapVectors) -> None:
+    def set_vectors(self, block_id: int, vectors: MapVectors) -> None:
         """Replace the vectors of a block (computed before the library's chunks had theirs)."""
-        with self.write():
+        with self.db.write():
             self._bump()
-            self.conn.execute(
+            self.db.conn.execute(
                 "UPDATE map_block SET model = ?, vec = ?, centroid = ?, centroid_n = ? "
                 "WHERE id = ?",
                 (vectors.model, vectors.sentence, vectors.centroid, vectors.centroid_n, block_id),
             )
 
-    def library_vectors(self, library_id: int, model: str) -> list[bytes]:
-        """Every chunk vector of one library and model."""
-        rows = self._rows(
-            "SELECT vec FROM chunk_vec WHERE library_id = ? AND model = ?", (library_id, model)
-        )
-        return [bytes(r[0]) for r in rows]
-
-    def vector_counts(self, model: str, library_id: int | None = None) -> dict[str, int]:
-        """Library name -> how many chunk vectors of this model it has (one library's only,
-        when given)."""
-        only = "" if library_id is None else " AND v.library_id = ?"
-        rows = self._rows(
-            "SELECT l.name, count(*) FROM chunk_vec v JOIN library l ON l.id = v.library_id "
-            f"WHERE v.model = ?{only} GROUP BY v.library_id",
-            (model,) if library_id is None else (model, library_id),
-        )
-        return {str(name): int(n) for name, n in rows}
-
     def _bump(self) -> None:
-        self.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'map_gen'")
+        self.db.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'map_gen'")
 
-    def map_generation(self) -> tuple[int, int]:
+    def generation(self) -> tuple[int, int]:
         """Changes whenever a block or its vectors are written, or a library (with its
         blocks) goes."""
-        rows = self._rows(
+        rows = self.db.rows(
             "SELECT (SELECT value FROM meta WHERE key = 'map_gen'), count(*) FROM map_block"
         )
         return int(rows[0][0] or 0), int(rows[0][1])
-
-
-def _blob(value: Any) -> bytes | None:
-    return bytes(value) if value is not None else None
-
-
-def _block_row(r: tuple[Any, ...]) -> MapBlockRow:
-    return MapBlockRow(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                       str(r[6]), str(r[7]), r[8], _blob(r[9]), _blob(r[10]), int(r[11]),
-                       str(r[12]))  # fmt: skip

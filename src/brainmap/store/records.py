@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from brainmap.store.db import marks
+from brainmap.store.schema import marks
 
 
 @dataclass(frozen=True)
@@ -25,6 +24,7 @@ class LibraryRow:
 class EntryState:
     """What the stat fast path compares against."""
 
+    path: str
     id: str
     mtime_ns: int
     size: int
@@ -131,16 +131,10 @@ class EdgeRow:
 
 
 EDGE_SELECT = """
-SELECT g.subject, g.predicate, g.object, l.name, g.source_uri, g.line, g.observed_at,
-       g.source_rev, g.props, g.root
+SELECT g.subject, g.predicate, g.object, l.name AS library, g.source_uri, g.line,
+       g.observed_at, g.source_rev, g.props, g.root
 FROM edge g JOIN library l ON l.id = g.library_id
 """
-
-
-def edge_row(row: Sequence[Any]) -> EdgeRow:
-    values = list(row)
-    values[8] = json.loads(values[8])
-    return EdgeRow(*values)
 
 
 @dataclass(frozen=True)
@@ -233,6 +227,20 @@ class Filters:
         return " AND ".join(clauses) or "1", params
 
 
+def chunk_scope(
+    library_ids: Sequence[int] | None, entry_ids: Sequence[str] | None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (with a leading AND) limiting chunks to libraries and/or entries."""
+    where, params = "", list[Any]()
+    if library_ids is not None:
+        where += f" AND e.library_id IN ({marks(len(library_ids))})"
+        params += list(library_ids)
+    if entry_ids is not None:
+        where += f" AND c.entry_id IN ({marks(len(entry_ids))})"
+        params += list(entry_ids)
+    return where, params
+
+
 @dataclass(frozen=True)
 class HitRow:
     chunk_id: int
@@ -259,17 +267,11 @@ class HitRow:
 
 
 HIT_SELECT = """
-SELECT c.id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path, e.title,
-       e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns, l.name,
-       l.path, l.scope, e.source_rev, e.status
+SELECT c.id AS chunk_id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path,
+       e.title, e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns,
+       l.name AS library, l.path AS library_path, l.scope, e.source_rev, e.status
 FROM chunk c JOIN entry e ON e.id = c.entry_id JOIN library l ON l.id = e.library_id
 """
-
-
-def hit_row(row: Sequence[Any]) -> HitRow:
-    values = list(row)
-    values[10] = json.loads(values[10])
-    return HitRow(*values)
 
 
 @dataclass(slots=True)

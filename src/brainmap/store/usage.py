@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brainmap.store.db import batched, connect, immediate, marks, user_version, value
+from brainmap.store.database import records
+from brainmap.store.schema import batched, connect, immediate, marks, user_version, value
 
 if TYPE_CHECKING:
     from brainmap.store.index import Store
@@ -181,32 +182,35 @@ class UsageStore:
                 where.append(f"{column} = ?")
                 params.append(given)
         sql = "SELECT at, kind, entry_id, library, path, interface, query, rank FROM event"
-        rows = self.conn.execute(
-            sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY at, id", params
-        ).fetchall()
-        return [UsageEvent(*row) for row in rows]  # type: ignore[arg-type]
+        return records(
+            self.conn,
+            UsageEvent,
+            sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY at, id",
+            params,
+        )
 
     def usage(self, entry_ids: Sequence[str] | None = None) -> dict[str, EntryUsage]:
         """The per-entry sums (of every entry used, or of these)."""
         sql = f"SELECT {_USAGE_COLUMNS} FROM entry_usage"
         if entry_ids is None:
-            rows = self.conn.execute(sql).fetchall()
+            rows = records(self.conn, EntryUsage, sql)
         else:
             rows = []
             for part in batched(list(entry_ids)):
-                rows += self.conn.execute(
-                    f"{sql} WHERE entry_id IN ({marks(len(part))})", tuple(part)
-                ).fetchall()
-        return {str(r[0]): EntryUsage(*r) for r in rows}  # type: ignore[arg-type]
+                rows += records(
+                    self.conn, EntryUsage, f"{sql} WHERE entry_id IN ({marks(len(part))})", part
+                )
+        return {r.entry_id: r for r in rows}
 
     def most_used(self, limit: int) -> list[EntryUsage]:
         """The entries served or opened most often, all time."""
-        rows = self.conn.execute(
+        return records(
+            self.conn,
+            EntryUsage,
             f"SELECT {_USAGE_COLUMNS} FROM entry_usage WHERE hits + gets > 0 "
             "ORDER BY hits + gets DESC, last_used DESC LIMIT ?",
             (limit,),
-        ).fetchall()
-        return [EntryUsage(*r) for r in rows]  # type: ignore[arg-type]
+        )
 
     def used_since(self, since: str) -> set[str]:
         """The entries served (a hit) or opened (get) at or after ``since``."""
@@ -243,16 +247,16 @@ def indexed_entries(store: Store, library_ids: Iterable[int] | None = None) -> l
     """Every entry of the index (of these libraries), in library and path order: what usage
     is compared with (an entry no event names was never used)."""
     sql = (
-        "SELECT e.id, l.name, e.path, e.title, e.type, e.created, e.updated, e.last_verified "
+        "SELECT e.id, l.name AS library, e.path, e.title, e.type, e.created, e.updated, e.last_verified "
         "FROM entry e JOIN library l ON l.id = e.library_id"
     )
     if library_ids is None:
-        rows = store._rows(sql + " ORDER BY l.name, e.path")
-    else:
-        ids = list(library_ids)
-        if not ids:
-            return []
-        rows = store._rows(
-            f"{sql} WHERE e.library_id IN ({marks(len(ids))}) ORDER BY l.name, e.path", ids
-        )
-    return [IndexedEntry(*r) for r in rows]
+        return store.db.records(IndexedEntry, sql + " ORDER BY l.name, e.path")
+    ids = list(library_ids)
+    if not ids:
+        return []
+    return store.db.records(
+        IndexedEntry,
+        f"{sql} WHERE e.library_id IN ({marks(len(ids))}) ORDER BY l.name, e.path",
+        ids,
+    )

@@ -1,0 +1,272 @@
+"""Question answering over the facts root: which assertions answer a question, by the names
+and predicate words it spells (deterministic, no model).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from dataclasses import dataclass
+
+from brainmap.analysis import fold, is_stopword, split_tokens
+from brainmap.collectors import (
+    CONTAINER_NAME,
+    HOSTNAME,
+    IDENTITY_FILE,
+    IMAGE,
+    LISTENS_ON,
+    PART_OF,
+    PORT,
+    PUBLISHES,
+    SERVES,
+    USER,
+    split_service,
+)
+from brainmap.facts.models import CONFIRMED, CONTRADICTED, HYPOTHESIS, PARTIAL
+from brainmap.facts.text import label
+from brainmap.keys import NodeKey, kind_of
+from brainmap.store import FactRow
+
+# Function words no shipped stopword list holds: the verb of "which host runs the backups"
+# names a predicate, not a thing; Italian's "which".
+_QUESTION_WORDS = frozenset("run runs quale quali".split())
+# Question words that point at predicates, folded (lower case, no accents) as questions are:
+# English, then Spanish, Italian and Chinese (two-character words: the analyzer cuts Chinese
+# text into bigrams).
+PREDICATE_WORDS: dict[str, set[str]] = {
+    PUBLISHES: {
+        "port", "publish", "publishes", "published", "expose", "exposed", "listen", "open",
+        "reach", "url", "address", "bind", "bound",
+        "puerto", "publica", "publicar", "publicado", "expone", "exponer", "escucha",
+        "direccion",
+        "porta", "porte", "pubblica", "pubblicare", "pubblicato", "espone", "esporre",
+        "ascolta", "indirizzo",
+        "端口", "发布", "暴露", "监听", "地址",
+    },
+    LISTENS_ON: {
+        "port", "listen", "listening", "bind", "bound", "open",
+        "puerto", "escucha", "porta", "porte", "ascolta", "端口", "监听",
+    },
+    SERVES: {
+        "port", "url", "open", "serve", "address",
+        "puerto", "direccion", "porta", "porte", "indirizzo", "端口", "地址",
+    },
+    "exposes": {
+        "port", "expose", "exposes", "exposed",
+        "puerto", "expone", "porta", "porte", "espone", "端口", "暴露",
+    },
+    IMAGE: {"image", "docker", "imagen", "immagine", "镜像"},
+    "depends_on": {
+        "depend", "dependency", "dependencies", "need", "require",
+        "depende", "dependencia", "dipende", "dipendenza", "依赖",
+    },
+    HOSTNAME: {"hostname", "host", "address", "ip", "server", "name", "servidor", "主机"},
+    USER: {"user", "login", "username", "account", "usuario", "utente", "用户"},
+    PORT: {"port", "ssh", "puerto", "porta", "端口"},
+    IDENTITY_FILE: {"key", "identity", "identityfile", "clave", "chiave", "密钥"},
+    "network": {"network", "rete", "网络"},
+    "volume": {
+        "volume", "mount", "data", "stored", "storage", "volumen", "存储",
+    },
+    "env_var": {
+        "env", "environment", "variable", "setting",
+        "entorno", "variabile", "ambiente", "环境", "变量",
+    },
+    PART_OF: {"project", "part", "belong", "proyecto", "progetto", "项目"},
+    CONTAINER_NAME: {"container", "contenedor", "contenitore", "容器"},
+}  # fmt: skip
+_RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
+
+Name = tuple[str, ...]  # a name as the tokens a question spells it with
+
+
+def _folded(text: str) -> list[str]:
+    """The analyzer's tokens (any script; Chinese as bigrams), folded as the index folds."""
+    return [fold(token) for token in split_tokens(text)]
+
+
+def _function_word(token: str) -> bool:
+    return is_stopword(token) or token in _QUESTION_WORDS
+
+
+def words(text: str) -> set[str]:
+    """Content words, with a plural's ``s`` folded (backups = backup, ports = port)."""
+    return {_singular(t) for t in _folded(text) if not _function_word(t)}
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _name(text: str) -> Name:
+    return tuple(_singular(t) for t in _folded(text))
+
+
+@functools.lru_cache(maxsize=8192)  # asked once per fact and question: names repeat
+def _names(key: str) -> tuple[tuple[Name, ...], Name]:
+    """The names a subject goes by, and the folders above them. A service: its project (the
+    folder's last part) and its own name; a project: the folder's last part; anything else:
+    its label."""
+    node = NodeKey.parse(key)
+    if node.kind == "service" and "/" in node.name:
+        project, service = split_service(key)
+        above, _, folder = project.rpartition("/")
+        return (_name(folder), _name(service)), _name(above)
+    if node.kind == "project":
+        above, _, folder = node.name.rpartition("/")
+        return (_name(folder),), _name(above)
+    return (_name(label(key)),), ()
+
+
+@dataclass
+class _Question:
+    tokens: list[str]
+    spans: dict[Name, list[int]]  # the names it spells out, each where it starts
+    free: set[str]  # content words outside those names
+
+    def covered(self, names: tuple[Name, ...]) -> set[int]:
+        """The question's tokens that spell the names: each name takes its own occurrence
+        while there is one, so "minecraft service of minecraft" names a project and its
+        service, and "minecraft" alone still names both."""
+        used: dict[Name, int] = defaultdict(int)
+        out: set[int] = set()
+        for name in names:
+            starts = self.spans.get(name)
+            if not starts:
+                continue
+            start = starts[min(used[name], len(starts) - 1)]
+            used[name] += 1
+            out.update(range(start, start + len(name)))
+        return out
+
+
+def _read(question: str, names: set[Name]) -> _Question:
+    """Find the names a question spells out, longest first, each token in one name only:
+    "flask-redis" uses up both of its words, so a question about flask-redis does not also
+    name its redis service; "the redis service of flask-redis" does."""
+    raw = _folded(question)
+    tokens = [_singular(t) for t in raw]
+    content = [not _function_word(t) for t in raw]
+    longest = max(map(len, names), default=0)
+    found: list[tuple[int, int, Name]] = []
+    for i in range(len(tokens)):
+        for j in range(i + 1, min(len(tokens), i + longest) + 1):
+            name = tuple(tokens[i:j])
+            if name in names and any(content[i:j]):  # a function word names nothing
+                found.append((-len(name), i, name))
+    taken: set[int] = set()
+    spans: dict[Name, list[int]] = defaultdict(list)
+    for neg_len, start, name in sorted(found):
+        where = range(start, start - neg_len)
+        if taken.isdisjoint(where):
+            taken.update(where)
+            spans[name].append(start)
+    free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
+    return _Question(tokens, dict(spans), free)
+
+
+def _asks(free: set[str]) -> dict[str, int]:
+    """The predicates the question's words point at, each with how many words point at it:
+    "port" points at four, "port ... publish" most at publishes."""
+    out = {}
+    for predicate, ws in PREDICATE_WORDS.items():
+        hit = len({_singular(w) for w in ws} & free)
+        if hit:
+            out[predicate] = hit
+    return out
+
+
+def _strength(fact: FactRow, asks: dict[str, int], free: set[str]) -> int | None:
+    """How strongly the question asks about a fact's predicate; None when off topic. A
+    predicate of one's own (from a frontmatter list) is on topic when the question names it
+    or the kind of its object ("which host ...")."""
+    if not asks:
+        return 0
+    if fact.predicate in asks:
+        return asks[fact.predicate]
+    if fact.predicate in PREDICATE_WORDS:
+        return None
+    kind = kind_of(fact.object)
+    return len((words(fact.predicate.replace("_", " ")) | {_singular(kind)}) & free) or None
+
+
+@dataclass
+class Reply:
+    """What the facts root says to a question."""
+
+    facts: list[FactRow]  # the answering assertions, best first, then sides they conflict with
+    lead: list[FactRow]  # what the answer states: the asked subjects' values, none contradicted
+    against: list[FactRow]  # contradicted assertions about the same slots: the disagreement
+    silent: list[str]  # asked services their compose file declares without a port
+
+
+def _slots(fact: FactRow) -> set[str]:
+    return set(fact.props.get("conflict", []))
+
+
+def reply(question: str, facts: list[FactRow]) -> Reply:
+    """The assertions that answer a question: those about the subjects the question names
+    most completely (and of the predicates it asks about, when it asks about some),
+    confirmed first, with the assertions they conflict with.
+
+    Deterministic name matching over subjects, predicates and objects: the facts root is
+    small and exact names matter more than meaning here.
+    """
+    q = _read(question, {n for f in facts for n in _names(f.subject)[0] if n})
+    asks = _asks(q.free)
+    # what is left once the predicate words are out names things partly ("nextcloud")
+    loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
+
+    def score(key: str) -> tuple[int, int, int]:
+        """Tokens its names spell, other words of its names or folders the question has, and
+        (minus) the words of its folders it lacks: of two projects named django, the one
+        whose whole path the question spells."""
+        names, above = _names(key)
+        own = {w for n in (*names, above) for w in n}
+        return len(q.covered(names)), len(loose & own), -len(set(above) - loose)
+
+    subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
+    scored: list[tuple[tuple[int, int, int], int, FactRow]] = []
+    for fact in facts:
+        strength = _strength(fact, asks, q.free)
+        if strength is None:
+            continue
+        mine, theirs = subject_score[fact.subject], score(fact.object)
+        fact_score = (mine[0] + theirs[0], mine[1] + theirs[1], mine[2])
+        if fact_score[:2] != (0, 0):
+            scored.append((fact_score, strength, fact))
+    # a subject the question names best counts even when nothing answers about it: asked
+    # about a service that publishes nothing, its siblings are not the answer
+    named = [s for s in subject_score.values() if s[:2] != (0, 0)]
+    best = max([s for s, _, _ in scored] + named, default=None)
+    if best is None:
+        return Reply([], [], [], [])
+    hits = [(strength, f) for score, strength, f in scored if score == best]
+    hits.sort(key=lambda h: (-h[0], _RANK.get(h[1].confidence, 9), h[1].library,
+                             h[1].subject, h[1].object))  # fmt: skip
+    asked = {s for s, score in subject_score.items() if score == best}
+    asked |= {f.subject for _, f in hits}
+    standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED]
+    top = max((s for s, _ in standing), default=None)
+    lead = [f for s, f in standing if s == top]
+    silent: list[str] = []
+    if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
+        f.predicate == PUBLISHES for _, f in standing
+    ):  # asked what a service publishes, and nothing says it publishes anything
+        declared = {f.subject for f in facts if "compose" in f.props.get("how", ())}
+        silent = sorted(s for s in asked if s.startswith("service:") and s in declared)
+        if silent:
+            lead = []
+    answering = [f for _, f in hits]
+    slots = set().union(*(_slots(f) for f in answering)) if answering else set()
+    seen = {id(f) for f in answering}
+    peers = [
+        f for f in facts
+        if id(f) not in seen and _slots(f) & slots and _strength(f, asks, q.free) is not None
+    ]  # fmt: skip
+    peers.sort(key=lambda f: (_RANK.get(f.confidence, 9), f.library, f.subject, f.object))
+    lead_slots = set().union(*(_slots(f) for f in lead)) if lead else slots
+    against = [
+        f for f in answering + peers if f.confidence == CONTRADICTED and _slots(f) & lead_slots
+    ]
+    return Reply(answering + peers, lead, against, silent)

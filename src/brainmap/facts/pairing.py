@@ -1,0 +1,422 @@
+"""Assertions from observations: pairing, confidence, conflicts (DESIGN.md, Facts).
+
+A *claim* is one (subject, predicate, object) as some source states it. Its confidence:
+
+- **confirmed**: sources of two different kinds (runtime, config, narrative) state it;
+- **partial**: one kind states it, and another kind agrees on part of it: it names the same
+  subject (the service, not the port), or the same port without saying which service;
+- **hypothesis**: one kind states it, nothing else touches it, or a conflict about it is
+  unresolved;
+- **contradicted**: it lost a conflict.
+
+A *conflict* is a slot (a service's mapping for one container port or one host port; a host's
+single-valued setting) where one source states a value that another source contradicts by
+stating a different one. It is resolved by **authority** (runtime over config over narrative)
+when the two sides' best sources differ in kind, else by **freshness** (the newer observation);
+the resolution names the rule. Sides of equal kind and age stay unresolved: both hypothesis.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from brainmap.collectors import (
+    CONFIG,
+    CONTAINER_NAME,
+    HOSTNAME,
+    IMAGE,
+    LISTENS_ON,
+    NARRATIVE,
+    PART_OF,
+    PORT,
+    PUBLISHES,
+    RUNTIME,
+    SERVES,
+    USER,
+    Observation,
+    clean,
+    split_service,
+)
+from brainmap.facts.models import AUTHORITY, CONFIRMED, CONTRADICTED, HYPOTHESIS, PARTIAL
+from brainmap.facts.text import describe, label
+from brainmap.keys import NodeKey
+from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
+
+# Predicates with one value per subject: two different values are a conflict.
+SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
+_PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
+# Claims with a part that names the service: another source naming the service makes them
+# partial (the service, not the port); a volume or a variable is not such a claim.
+_MULTI_PART = {PUBLISHES, "exposes", LISTENS_ON, IMAGE}
+
+Claim = tuple[str, str, str, str]  # subject, predicate, object, detail (container/protocol)
+
+
+@dataclass
+class _State:
+    support: list[ObservationRecord] = field(default_factory=list)
+    against: list[ObservationRecord] = field(default_factory=list)
+    port_only: list[ObservationRecord] = field(default_factory=list)  # the port, not the service
+    lost: str | None = None  # the rule that overruled it
+    won: str | None = None
+    unresolved: bool = False
+    slots: list[str] = field(default_factory=list)
+
+
+def _detail(obs: ObservationRecord) -> str:
+    if obs.predicate == PUBLISHES:
+        return f"{obs.props.get('container', '')}/{obs.props.get('protocol', 'tcp')}"
+    return ""
+
+
+def _source(obs: ObservationRecord) -> str:
+    """Who states an observation, for conflicts: a file, except that the compose files of one
+    folder are one declaration (an override file adds to its base file, it does not
+    contradict it)."""
+    if obs.method == "compose":
+        return f"compose:{obs.path.rpartition('/')[0]}"
+    return f"{obs.method}:{obs.path}"
+
+
+def _time(obs: ObservationRecord) -> str:
+    return obs.observed_at or ""
+
+
+def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[EdgeRecord]]:
+    """The assertions (nodes and facts-root edges) that a library's observations support."""
+    observations = _canonical_subjects(observations)
+    claims: dict[Claim, _State] = defaultdict(_State)
+    endpoints: list[ObservationRecord] = []  # "open localhost:8000" and listening sockets
+    for obs in observations:
+        if (obs.predicate == SERVES and obs.subject.startswith("project:")) or (
+            obs.method == "sockets"
+        ):
+            endpoints.append(obs)
+        if obs.predicate != SERVES or not obs.subject.startswith("project:"):
+            claims[(obs.subject, obs.predicate, obs.object, _detail(obs))].support.append(obs)
+    unclaimed = _attribute(endpoints, claims)
+    subject_kinds: dict[str, set[str]] = defaultdict(set)  # who mentions each subject at all
+    for (subject, *_), state in claims.items():
+        subject_kinds[subject].update(o.kind for o in state.support)
+    _conflicts(claims, unclaimed)
+    nodes: dict[str, NodeRecord] = {}
+    edges = []
+    for (subject, predicate, obj, detail), state in sorted(claims.items()):
+        if not state.support:
+            continue
+        kinds = {o.kind for o in state.support}
+        partial = None
+        if state.lost:
+            confidence = CONTRADICTED
+        elif state.unresolved:
+            confidence = HYPOTHESIS
+        elif CONFIG in kinds and len(kinds) >= 2:
+            confidence = CONFIRMED
+        elif len(kinds) >= 2:  # runtime and docs agree, and nothing declares it
+            confidence, partial = PARTIAL, "undeclared"
+        elif predicate in _MULTI_PART and subject_kinds[subject] - kinds:
+            confidence, partial = PARTIAL, "subject"
+        elif {o.kind for o in state.port_only} - kinds:
+            confidence, partial = PARTIAL, "port"
+        else:
+            confidence = HYPOTHESIS
+        edges.append(_edge(subject, predicate, obj, detail, state, confidence, partial))
+        for key in (subject, obj):
+            node = NodeKey.parse(key)
+            nodes.setdefault(key, NodeRecord(key, node.kind, node.name))
+    return list(nodes.values()), edges
+
+
+def _canonical_subjects(observations: list[ObservationRecord]) -> list[ObservationRecord]:
+    """Name each service as the config does. A terminal table or a runtime row without
+    compose labels may name it by its ``container_name`` (``from_name``); docker names a
+    project after its folder's last part, where the config uses the folder's path."""
+    names: dict[tuple[str, str], str] = {}
+    declared: dict[str, set[str]] = defaultdict(set)  # last path part -> config projects
+    for obs in observations:
+        if obs.kind != CONFIG or not obs.subject.startswith("service:"):
+            continue
+        project, _ = split_service(obs.subject)
+        declared[project.rpartition("/")[2]].add(project)
+        if obs.predicate == CONTAINER_NAME:
+            names[(project, obs.object.removeprefix("container:"))] = obs.subject
+    out = []
+    for obs in observations:
+        target = obs.subject
+        if obs.kind != CONFIG and target.startswith("service:"):
+            project, name = split_service(target)
+            if project not in declared.get(project.rpartition("/")[2], ()):
+                matches = declared.get(project, set())  # config projects with this last part
+                if len(matches) == 1:
+                    project = next(iter(matches))
+                    target = f"service:{project}/{name}"
+            if obs.props.get("from_name"):
+                target = names.get((project, name), target)
+        if target == obs.subject:
+            out.append(obs)
+            continue
+        renamed = {**obs.props, "named": obs.subject}
+        obj = obs.object
+        if obs.predicate == PART_OF:  # the project it is part of is the config's too
+            obj = "project:" + split_service(target)[0]
+        out.append(replace(obs, subject=target, object=obj, props=renamed))
+    return out
+
+
+def _attribute(endpoints: list[ObservationRecord], claims: dict[Claim, _State]) -> set[Claim]:
+    """Give "open localhost:8000" (in a project's docs) and a socket listening on 8000 (on
+    this machine) to the one service that publishes host port 8000; when several could own
+    it, they support only the port (partial). Return the project ports no service claims."""
+    unclaimed: set[Claim] = set()
+    by_port: dict[str, list[Claim]] = defaultdict(list)
+    for claim in claims:
+        if claim[1] in _PORT_PREDICATES and claim[0].startswith("service:"):
+            by_port[claim[2]].append(claim)
+    for obs in endpoints:
+        candidates = by_port.get(obs.object, [])
+        if obs.subject.startswith("project:"):
+            project = obs.subject.removeprefix("project:")
+            candidates = [c for c in candidates if split_service(c[0])[0] == project]
+        if obs.method == "sockets":  # a UDP socket says nothing about a TCP port
+            proto = str(obs.props.get("protocol", "tcp"))
+            candidates = [c for c in candidates if c[3].rpartition("/")[2] in ("", proto)]
+        services = {c[0] for c in candidates}
+        if not services and obs.subject.startswith("project:"):
+            claims[(obs.subject, obs.predicate, obs.object, "")].support.append(obs)
+            unclaimed.add((obs.subject, obs.predicate, obs.object, ""))
+        for claim in candidates:
+            if len(services) == 1:
+                claims[claim].support.append(obs)
+            else:
+                claims[claim].port_only.append(obs)
+    return unclaimed
+
+
+def _host_ip(claim: Claim, state: _State) -> str:
+    ips = {str(o.props.get("host_ip", "")) for o in state.support}
+    specific = sorted(ip for ip in ips if ip not in ("", "0.0.0.0", "::"))
+    return specific[0] if specific else "*"
+
+
+def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
+    """Find the slots where sources disagree and resolve each side by authority or freshness.
+
+    Slots: a service's mapping of one container port; one host port of a project (two
+    services cannot both publish it); a single-valued setting (image, ssh HostName, ...).
+    A source is *against* a claim when it states another value for the slot and not this one.
+    A port the docs of a project tell you to open, which no declared service publishes, is
+    against the declared ports of that project.
+    """
+    slots: dict[str, list[Claim]] = defaultdict(list)
+    declared: dict[str, list[Claim]] = defaultdict(list)  # project -> its declared mappings
+    for claim, state in claims.items():
+        subject, predicate, obj, detail = claim
+        if predicate == PUBLISHES:
+            slots[f"{subject} {predicate} container {detail}"].append(claim)
+            if subject.startswith("service:"):
+                project = split_service(subject)[0]
+                proto = detail.rpartition("/")[2]
+                ip = _host_ip(claim, state)
+                slots[f"project:{project} host port {label(obj)}/{proto} on {ip}"].append(claim)
+                if any(o.kind != NARRATIVE for o in state.support):
+                    declared[project].append(claim)
+        elif predicate in SINGLE_VALUED:
+            slots[f"{subject} {predicate}"].append(claim)
+    for slot, members in slots.items():
+        if len(members) < 2:
+            continue
+        by_source: dict[str, set[Claim]] = defaultdict(set)
+        disputed = False
+        for claim in members:
+            for obs in claims[claim].support:
+                by_source[_source(obs)].add(claim)
+        for claim in members:
+            state = claims[claim]
+            mine = {_source(o) for o in state.support}
+            against = [
+                obs
+                for other in members
+                if other != claim
+                for obs in claims[other].support
+                if claim not in by_source[_source(obs)] and _source(obs) not in mine
+            ]
+            disputed = _dispute(state, slot, against) or disputed
+        if disputed:  # every side shows in the audit
+            for claim in members:
+                claims[claim].slots.append(slot)
+    _undeclared(claims)
+    for claim in sorted(unclaimed):
+        project = claim[0].removeprefix("project:")
+        slot = f"project:{project} published ports"
+        against = [
+            o for d in declared.get(project, []) for o in claims[d].support if o.kind != NARRATIVE
+        ]
+        if against:
+            _dispute(claims[claim], slot, against)
+            for other in [claim, *declared[project]]:  # the declared side beside the loser
+                claims[other].slots.append(slot)
+
+
+def _undeclared(claims: dict[Claim, _State]) -> None:
+    """A compose file lists every port a service publishes, so a source stating one it does
+    not list (a README's old ``docker compose ps`` row) states otherwise: it is against the
+    list, or against the service's declaration when it lists none. A running container wins
+    such a dispute (runtime over config); a doc loses it."""
+    declared: dict[str, list[ObservationRecord]] = defaultdict(list)  # service -> its list
+    for (subject, predicate, _, _), state in claims.items():
+        if predicate in (PUBLISHES, PART_OF):
+            declared[subject] += [o for o in state.support if o.method == "compose"]
+    for claim, state in claims.items():
+        subject, predicate, _, _ = claim
+        if predicate != PUBLISHES or state.against or any(o.kind == CONFIG for o in state.support):
+            continue  # declared, or already disputed on its container or host port
+        listed = [o for o in declared.get(subject, []) if o.predicate == PUBLISHES]
+        against = listed or declared.get(subject, [])
+        slot = f"{subject} published ports"
+        if _dispute(state, slot, against):
+            for other in [claim, *{(o.subject, o.predicate, o.object, _detail(o)) for o in listed}]:
+                claims[other].slots.append(slot)
+
+
+def _dispute(state: _State, slot: str, against: list[ObservationRecord]) -> bool:
+    """Record sources against a claim and resolve; return whether there was a dispute."""
+    if not against or not state.support:
+        return False
+    state.against += against
+    rule, wins = _resolve(state.support, against)
+    if rule is None:
+        state.unresolved = True
+    elif wins:
+        state.won = state.won or rule
+    else:
+        state.lost = state.lost or rule
+    return True
+
+
+def _resolve(
+    support: list[ObservationRecord], against: list[ObservationRecord]
+) -> tuple[str | None, bool]:
+    """(rule that fired, whether the supported side wins); (None, False) when unresolved."""
+    mine = max(AUTHORITY[o.kind] for o in support)
+    theirs = max(AUTHORITY[o.kind] for o in against)
+    if mine != theirs:
+        return "authority", mine > theirs
+    newest_mine = max(_time(o) for o in support)
+    newest_theirs = max(_time(o) for o in against)
+    if newest_mine != newest_theirs:
+        return "freshness", newest_mine > newest_theirs
+    return None, False
+
+
+def evidence(obs: ObservationRecord) -> dict[str, Any]:
+    """How one observation is cited: where (path and line), how, when."""
+    out: dict[str, Any] = {
+        "library": obs.library,
+        "path": obs.props.get("file") or obs.path,
+        "line": obs.line,
+        "kind": obs.kind,
+        "method": obs.method,
+        "observed_at": obs.observed_at,
+        "source_rev": obs.source_rev,
+    }
+    for key in ("host", "url", "container", "process", "named"):
+        if key in obs.props and obs.method in ("sockets", "docker-ps", "url", "compose-ps"):
+            out[key] = obs.props[key]
+    return out
+
+
+def _cite(observations: Iterable[ObservationRecord]) -> list[dict[str, Any]]:
+    unique = {(o.method, o.path, o.line, o.subject): o for o in observations}
+    ordered = sorted(
+        unique.values(),
+        key=lambda o: (-AUTHORITY[o.kind], o.path, o.line if o.line is not None else -1),
+    )
+    return [evidence(o) for o in ordered]
+
+
+def _edge(
+    subject: str,
+    predicate: str,
+    obj: str,
+    detail: str,
+    state: _State,
+    confidence: str,
+    partial: str | None,
+) -> EdgeRecord:
+    support = state.support
+    newest = max(support, key=_time)
+    cited = _cite(support)
+    props: dict[str, Any] = {
+        "who": sorted({_observer(o) for o in support}),
+        "what": describe(subject, predicate, obj, detail),
+        "how": sorted({o.method for o in support}),
+        "where": {
+            "library": newest.library,
+            "paths": sorted({str(e["path"]) for e in cited}),
+            "hosts": sorted({str(o.props["host"]) for o in support if o.method == "sockets"}),
+        },
+        "when": {"observed_at": newest.observed_at, "source_rev": newest.source_rev},
+        "evidence": cited,
+        "kinds": sorted({o.kind for o in support}, key=lambda k: -AUTHORITY[k]),
+    }
+    if detail:
+        container, _, protocol = detail.partition("/")
+        props["container"], props["protocol"] = container, protocol
+    if partial:
+        props["partial"] = partial
+        if partial == "port":
+            props["port_only"] = _cite(state.port_only)
+    if state.slots:
+        props["conflict"] = sorted(set(state.slots))
+    if state.against:
+        props["against"] = _cite(state.against)
+        props["resolved_by"] = state.lost or state.won  # None: unresolved
+    first = cited[0]
+    return EdgeRecord(
+        subject, predicate, obj, source_uri=str(first["path"]), line=first["line"],
+        observed_at=newest.observed_at, source_rev=newest.source_rev, props=props,
+        confidence=confidence,
+    )  # fmt: skip
+
+
+def _observer(obs: ObservationRecord) -> str:
+    if obs.kind == RUNTIME:
+        return f"{obs.method} on {obs.props.get('host') or obs.path}"
+    return f"{obs.method} collector"
+
+
+def records(
+    observations: Iterable[Observation], path: str, observed_at: str, source_rev: str | None
+) -> list[ObservationRecord]:
+    """Observations of one source as the store keeps them."""
+    return [
+        ObservationRecord(
+            o.subject,
+            o.predicate,
+            o.object,
+            o.kind,
+            o.method,
+            clean(path),
+            o.line,
+            observed_at,
+            source_rev,
+            o.props,
+        )
+        for o in observations
+    ]
+
+
+def pair_library(store: Store, library_id: int) -> bool:
+    """Re-pair a library when its observations changed since the last pairing; return
+    whether it did."""
+    digest = store.facts.observation_digest(library_id)
+    if store.facts.pairing_digest(library_id) == digest:
+        return False
+    nodes, edges = pair(store.facts.observations(library_id))
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    store.facts.put_assertions(library_id, digest, nodes, edges, now)
+    return True

@@ -1,0 +1,55 @@
+"""Display text of the facts root: a node key's label and phrase, a sentence per assertion."""
+
+from __future__ import annotations
+
+from brainmap.collectors import (
+    CONTAINER_NAME,
+    HOSTNAME,
+    IDENTITY_FILE,
+    IMAGE,
+    LISTENS_ON,
+    PART_OF,
+    PORT,
+    PUBLISHES,
+    SERVES,
+    USER,
+    split_service,
+)
+from brainmap.keys import NodeKey, name_of
+
+
+def label(key: str) -> str:
+    """What a node is called: its key's name (``redis`` for ``entity:redis``), else the key."""
+    return name_of(key) or key
+
+
+_PHRASES = {
+    PUBLISHES: "publishes port", LISTENS_ON: "listens on port", SERVES: "serves port",
+    "exposes": "exposes port", IMAGE: "runs image", "depends_on": "depends on",
+    PART_OF: "is part of", "volume": "mounts", "env_var": "reads environment variable",
+    HOSTNAME: "has hostname", USER: "logs in as", PORT: "takes ssh on port",
+    IDENTITY_FILE: "uses identity file", "network": "joins network",
+    CONTAINER_NAME: "runs as container", "connects_to": "connects to port",
+    "proxy_jump": "is reached through",
+}  # fmt: skip
+
+
+def describe(subject: str, predicate: str, obj: str, detail: str = "") -> str:
+    """A sentence for one assertion: ``service web of flask-redis publishes port 8000``."""
+    phrase = _PHRASES.get(predicate, predicate.replace("_", " "))
+    target = NodeKey.parse(obj)
+    what = target.name if target.kind in ("port", "image", "env", "volume", "container",
+                                          "keyfile", "user") else describe_key(obj)  # fmt: skip
+    text = f"{describe_key(subject)} {phrase} {what}"
+    if predicate == PUBLISHES and detail:
+        text += f" (container {detail})"
+    return text
+
+
+def describe_key(key: str) -> str:
+    """A node key in words: ``service web of flask-redis``, ``host nas``."""
+    node = NodeKey.parse(key)
+    if node.kind == "service" and "/" in node.name:
+        project, service = split_service(key)
+        return f"service {service} of {project}"
+    return f"{node.kind} {node.name}" if node.kind else key

@@ -1,0 +1,42 @@
+"""The web GUI: the library map as home page, search, entries with their provenance,
+writing and the diary, usage, and the knowledge pages (ask, facts, audit, graph).
+
+Server-rendered HTML from Jinja2 templates (``templates/``, every value autoescaped) with one
+inline stylesheet: no JavaScript, no build step, no external asset. The Content Security
+Policy allows no script at all and only the page's own stylesheet, so even a value that
+escaped escaping could not run. Pages read only through ops. Forms that write are offered
+only when the server is not read-only, and each POST must carry its form's CSRF token
+besides passing the Guard's Origin and ``Sec-Fetch-Site`` checks. Every GUI error is an HTML
+page with its status; no GUI route is in the OpenAPI document.
+
+Each page module has ``routes(site) -> [(path, endpoint, methods)]``; :func:`install` adds
+them all to the app.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+
+from brainmap import ops
+from brainmap.gui import graphview, knowledge, pages, writing
+from brainmap.gui.site import Site
+
+MODULES = (pages, writing, knowledge, graphview)
+
+
+def install(app: Starlette, brain: ops.Brain, *, read_only: bool) -> Site:
+    """Mount the GUI's routes on ``app`` (none of them in the OpenAPI document)."""
+    site = Site(brain, read_only=read_only)
+    routes = [route for module in MODULES for route in module.routes(site)]
+    routes.append(("/favicon.ico", _no_icon, ["GET"]))
+    routes.append(("/ui/{rest:path}", site.not_found, ["GET"]))  # last: after every page
+    for path, endpoint, methods in routes:
+        app.add_route(path, endpoint, methods=methods, include_in_schema=False)
+    return site
+
+
+def _no_icon(request: Request) -> Response:
+    """No icon: browsers ask for one on a site's first page, and a 404 is a console error."""
+    return Response(status_code=204)

@@ -1,0 +1,227 @@
+"""The database object: one connection to ``brain.db``, its write transactions and its reads.
+
+The repositories (entries, vectors, graph, facts, maps) each hold the one :class:`Database`
+of a :class:`~brainmap.store.index.Store`, so that what they write together (an entry's text,
+edges and observations) is one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import apsw
+
+from brainmap.store.schema import (
+    BUSY_TIMEOUT_MS,
+    PRAGMAS,
+    connect,
+    immediate,
+    migrate,
+    user_version,
+)
+
+R = TypeVar("R")
+Params = Sequence[Any] | dict[str, Any]
+FtsRow = tuple[int, str, str, str, str]  # rowid, title, heading, body, forms
+
+_INSERT_FTS = "INSERT INTO chunk_fts(rowid, title, heading, body, forms) VALUES (?,?,?,?,?)"
+
+
+class Buffer(Protocol):
+    """Rows a repository holds back until the transaction commits (see :meth:`Database.flush`)."""
+
+    def flush(self) -> None:
+        """Insert the rows held back."""
+
+    def discard(self) -> None:
+        """Forget them (the transaction ended)."""
+
+
+class Database:
+    """One connection to ``brain.db`` (migrated when opened); writes go through :meth:`write`."""
+
+    def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path, busy_timeout_ms)
+        self._lock = threading.RLock()
+        self._depth = 0
+        # full-text rows waiting for the end of the transaction, as (entry id, row). FTS5
+        # writes its pending terms out as a new segment whenever a later statement opens a
+        # statement journal (every entry or chunk insert does), so rows inserted one file at
+        # a time left one tiny segment per file to merge; together they make one per batch.
+        self.text_rows: list[tuple[str, FtsRow]] = []
+        self._buffers: list[Buffer] = []
+        try:
+            migrate(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def add_buffer(self, buffer: Buffer) -> None:
+        """Have ``buffer`` flushed before every commit, after the full-text rows."""
+        self._buffers.append(buffer)
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._depth = 1
+            try:
+                with immediate(self.conn):
+                    yield
+                    self.flush()
+            finally:
+                self._depth = 0
+                self.text_rows = []
+                for buffer in self._buffers:
+                    buffer.discard()
+
+    def flush_text(self) -> None:
+        """Insert the buffered full-text rows: before a commit, and before any statement
+        that reads the full-text index or deletes chunks in the same transaction."""
+        if self.text_rows:
+            rows, self.text_rows = self.text_rows, []
+            self.conn.executemany(_INSERT_FTS, [row for _, row in rows])
+
+    def flush(self) -> None:
+        """Insert every row held back (full-text rows, then the repositories' buffers): before
+        a commit, and before deleting what those rows belong to."""
+        self.flush_text()
+        for buffer in self._buffers:
+            buffer.flush()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read transaction, so that several queries see the same state (within a write
+        transaction, that one)."""
+        with self._lock:
+            if not self.conn.getautocommit():
+                yield
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
+
+    def rows(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        """Every row of a query (the buffered full-text rows are inserted first)."""
+        with self._lock:
+            self.flush_text()
+            return self.conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Params = ()) -> Any:
+        """The first column of the first row (None when there is no row)."""
+        rows = self.rows(sql, params)
+        return rows[0][0] if rows else None
+
+    def columns(
+        self, sql: str, params: Params = ()
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        """The column names of a query and its rows (no names when there is no row)."""
+        with self._lock:
+            self.flush_text()
+            return columns(self.conn, sql, params)
+
+    def records(
+        self, cls: type[R], sql: str, params: Params = (), *, json_columns: Sequence[str] = ()
+    ) -> list[R]:
+        """The rows of a query as dataclasses of ``cls``, each column set on the field of its
+        name (``json_columns`` are decoded first)."""
+        with self._lock:
+            self.flush_text()
+            return records(self.conn, cls, sql, params, json_columns=json_columns)
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return user_version(self.conn)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database file (after bulk work)."""
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def vacuum(self) -> None:
+        """Rewrite the file without its free pages, then checkpoint."""
+        with self._lock:
+            self.conn.execute("VACUUM")
+        self.checkpoint()
+
+    def pragmas(self) -> dict[str, Any]:
+        """The connection's PRAGMA values that the contract fixes."""
+        return {name: self.one(f"PRAGMA {name}") for name in PRAGMAS}
+
+
+def columns(
+    conn: apsw.Connection, sql: str, params: Params = ()
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The column names of a query and its rows (no names when there is no row)."""
+    cursor = conn.execute(sql, params)
+    try:
+        names = tuple(name for name, _ in cursor.get_description())
+    except apsw.ExecutionCompleteError:  # no row: SQLite has finished the statement
+        return (), []
+    return names, cursor.fetchall()
+
+
+def records(
+    conn: apsw.Connection,
+    cls: type[R],
+    sql: str,
+    params: Params = (),
+    *,
+    json_columns: Sequence[str] = (),
+) -> list[R]:
+    """The rows of a query as dataclasses of ``cls``, each column set on the field of its name
+    (``json_columns`` are decoded first); a column no field is named after is an error."""
+    names, rows = columns(conn, sql, params)
+    if not rows:
+        return []
+    build: Callable[[tuple[Any, ...]], R] = _builder(cls, names, frozenset(json_columns))
+    return [build(row) for row in rows]
+
+
+# how to build a dataclass from the rows of one query shape: (class, columns, JSON columns)
+_BUILDERS: dict[tuple[type[Any], tuple[str, ...], frozenset[str]], Callable[..., Any]] = {}
+
+
+def _builder(
+    cls: type[Any], names: tuple[str, ...], json_columns: frozenset[str]
+) -> Callable[[tuple[Any, ...]], Any]:
+    """How to build ``cls`` from rows with these columns, worked out once per query shape
+    (the search reads build thousands of rows per query)."""
+    key = (cls, names, json_columns)
+    if key in _BUILDERS:
+        return _BUILDERS[key]
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
+    unknown = sorted(set(names) - set(fields))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field for column(s) {', '.join(unknown)}")
+    decode = [i for i, name in enumerate(names) if name in json_columns]
+    # columns in the order of the fields (most queries): positional arguments, the fastest
+    positional = tuple(fields[: len(names)]) == names
+
+    def build(row: tuple[Any, ...]) -> Any:
+        values = list(row)
+        for i in decode:
+            values[i] = json.loads(values[i])
+        return cls(*values) if positional else cls(**dict(zip(names, values, strict=True)))
+
+    _BUILDERS[key] = build
+    return build

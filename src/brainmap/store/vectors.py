@@ -1,0 +1,141 @@
+"""Chunk vectors in ``brain.db`` (the cache that outlives the index is ``VectorCache``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from brainmap.store.database import Database
+from brainmap.store.records import PendingChunk, VectorRows, chunk_scope
+from brainmap.store.schema import batched, marks
+
+
+class VectorRepo:
+    """The vectors of chunks, per embedding model; a change log lets searchers catch up."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def pending_chunks(
+        self,
+        model: str,
+        library_ids: Sequence[int] | None,
+        limit: int,
+        after: int | None = None,
+        entry_ids: Sequence[str] | None = None,
+    ) -> list[PendingChunk]:
+        """Chunks with no vector for ``model`` (of these libraries / entries when given), in
+        id order, ids greater than ``after`` only."""
+        where, params = chunk_scope(library_ids, entry_ids)
+        return self.db.records(
+            PendingChunk,
+            "SELECT c.id, e.library_id, c.embed_hash, e.title, e.aliases, c.heading, c.text "
+            "FROM chunk c JOIN entry e ON e.id = c.entry_id "
+            "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
+            f"WHERE v.chunk_id IS NULL{where} AND c.id > ? ORDER BY c.id LIMIT ?",
+            (model, *params, -(2**63) if after is None else after, max(limit, 1)),
+            json_columns=("aliases",),
+        )
+
+    def pending_count(
+        self,
+        model: str,
+        library_ids: Sequence[int] | None = None,
+        entry_ids: Sequence[str] | None = None,
+    ) -> int:
+        where, params = chunk_scope(library_ids, entry_ids)
+        return int(
+            self.db.one(
+                "SELECT count(*) FROM chunk c JOIN entry e ON e.id = c.entry_id "
+                "LEFT JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
+                f"WHERE v.chunk_id IS NULL{where}",
+                [model, *params],
+            )
+        )
+
+    def put(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store ``(chunk_id, library_id, vector bytes)`` for ``model``, replacing older ones."""
+        with self.db.write():
+            self.db.conn.executemany(
+                "DELETE FROM chunk_vec WHERE chunk_id = ?", [(r[0],) for r in rows]
+            )
+            self.db.conn.executemany(
+                "INSERT INTO chunk_vec(chunk_id, library_id, model, vec) "
+                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunk WHERE id = ?)",
+                [(cid, lib, model, vec, cid) for cid, lib, vec in rows],
+            )
+
+    def generation(self) -> int:
+        """A counter that changes whenever any vector is added or removed."""
+        return int(self.db.one("SELECT value FROM meta WHERE key = 'vec_gen'"))
+
+    def load(self, model: str) -> VectorRows:
+        """All vectors of ``model``, as of the generation they come with."""
+        with self.db.reading():
+            generation = self.generation()
+            rows = self.db.rows(
+                "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? ORDER BY chunk_id",
+                (model,),
+            )
+        return VectorRows(
+            generation, [r[0] for r in rows], [r[1] for r in rows], b"".join(r[2] for r in rows)
+        )
+
+    def changes(self, model: str, since: int, limit: int) -> VectorRows | None:
+        """The vectors of ``model`` added or removed after generation ``since``: the chunks
+        touched and the vectors those of them have now. None when the change log no longer
+        reaches back to ``since`` (or the index is older than it: rebuilt), or when more than
+        ``limit`` changes were made since (reading all vectors is then about as fast)."""
+        with self.db.reading():
+            generation = self.generation()
+            pruned = int(self.db.one("SELECT value FROM meta WHERE key = 'vec_pruned'") or 0)
+            if since < pruned or generation < since or generation - since > limit:
+                return None
+            touched = [
+                int(r[0])
+                for r in self.db.rows(
+                    "SELECT DISTINCT chunk_id FROM vec_change WHERE seq > ? AND model = ? "
+                    "ORDER BY chunk_id",
+                    (since, model),
+                )
+            ]
+            rows: list[tuple[Any, ...]] = []
+            for part in batched(touched):
+                rows += self.db.rows(
+                    "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? AND "
+                    f"chunk_id IN ({marks(len(part))}) ORDER BY chunk_id",
+                    [model, *part],
+                )
+        return VectorRows(
+            generation, [r[0] for r in rows], [r[1] for r in rows],
+            b"".join(r[2] for r in rows), since, touched,
+        )  # fmt: skip
+
+    def models(self) -> dict[str, int]:
+        return dict(self.db.rows("SELECT model, count(*) FROM chunk_vec GROUP BY model"))
+
+    def delete_except(self, model: str) -> int:
+        with self.db.write():
+            self.db.conn.execute("DELETE FROM chunk_vec WHERE model != ?", (model,))
+            return int(self.db.conn.changes())
+
+    def embed_hashes(self) -> set[str]:
+        return {r[0] for r in self.db.rows("SELECT DISTINCT embed_hash FROM chunk")}
+
+    def of_library(self, library_id: int, model: str) -> list[bytes]:
+        """Every chunk vector of one library and model."""
+        rows = self.db.rows(
+            "SELECT vec FROM chunk_vec WHERE library_id = ? AND model = ?", (library_id, model)
+        )
+        return [bytes(r[0]) for r in rows]
+
+    def counts(self, model: str, library_id: int | None = None) -> dict[str, int]:
+        """Library name -> how many chunk vectors of this model it has (one library's only,
+        when given)."""
+        only = "" if library_id is None else " AND v.library_id = ?"
+        rows = self.db.rows(
+            "SELECT l.name, count(*) FROM chunk_vec v JOIN library l ON l.id = v.library_id "
+            f"WHERE v.model = ?{only} GROUP BY v.library_id",
+            (model,) if library_id is None else (model, library_id),
+        )
+        return {str(name): int(n) for name, n in rows}
