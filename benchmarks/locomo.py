@@ -9,7 +9,7 @@ of its evidence turns found in the top-k hits (categories 1-4). Also reported: c
 hit (mean and max).
 
 The bm25 and vector lists of every question are taken once (100 deep) and fused offline, as
-``search.fuse`` does, for every setting of the grid. With ``--cv`` each conversation is held out
+``fusion.fuse`` does, for every setting of the grid. With ``--cv`` each conversation is held out
 in turn: the setting that scores best on the others is scored on it, and the figure reported is
 the mean over held-out conversations, weighted by their questions. Several ``--turn-tokens``
 values (comma-separated) build one index each and join the grid. ``hybrid`` is the search as

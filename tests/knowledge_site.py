@@ -13,6 +13,7 @@ import pygit2
 
 from brainmap import ops
 from conftest import DATA, write
+from gui_fixtures import commit_all
 
 SAMPLES = ("flask-redis", "vuejs")
 XSS = '<script>alert(1)</script> "><img src=x onerror=alert(1)>'
@@ -29,17 +30,6 @@ class KnowledgeSite:
     stale_note: str
     xss_note: str
     head: str  # the commit the samples library is at
-
-
-def _commit(repo_path: Path, message: str) -> str:
-    """Commit everything in the folder as Ada (pygit2: no git binary needed)."""
-    repo = pygit2.Repository(str(repo_path))
-    repo.index.add_all()
-    repo.index.write()
-    tree = repo.index.write_tree()
-    who = pygit2.Signature("Ada Lovelace", "ada@example.org")
-    parents = [] if repo.head_is_unborn else [repo.head.target]
-    return str(repo.create_commit("HEAD", who, who, message, tree, parents))
 
 
 def build(root: Path) -> KnowledgeSite:
@@ -72,7 +62,7 @@ def build(root: Path) -> KnowledgeSite:
     )
     write(root / "later" / "note.md", "# Later\n\nNot indexed yet.\n")
     pygit2.init_repository(str(lib))
-    head = _commit(lib, "Add the compose samples and notes")
+    head = commit_all(lib, "Add the compose samples and notes")
     home = root / "home"
     with ops.Brain(home) as brain:
         ops.library_add(brain, ops.LibraryAddInput(name="samples", path=str(lib)))

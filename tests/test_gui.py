@@ -22,7 +22,16 @@ from brainmap import config as config_mod
 from brainmap import ops
 from brainmap.server import openapi_document
 from conftest import serving, write
-from gui_fixtures import LAPTOP, PHONE, console_errors, shot, shots_folder
+from gui_fixtures import (
+    LAPTOP,
+    PHONE,
+    commit_all,
+    console_errors,
+    shot,
+    shots_folder,
+    tab_without_focus_ring,
+    unlabelled,
+)
 
 XSS_TITLE = '<script>alert(1)</script> "><img src=x onerror=alert(1)>'
 XSS_TAG = "<i>x</i>"  # short enough to be a name the map shows
@@ -39,17 +48,6 @@ class Site:
     pool: str
     xss: str
     old_pool: str  # superseded by pool
-
-
-def _commit(repo_path: Path, message: str) -> str:
-    """Commit everything in the folder as Ada (pygit2: no git binary needed)."""
-    repo = pygit2.Repository(str(repo_path))
-    repo.index.add_all()
-    repo.index.write()
-    tree = repo.index.write_tree()
-    who = pygit2.Signature("Ada Lovelace", "ada@example.org")
-    parents = [] if repo.head_is_unborn else [repo.head.target]
-    return str(repo.create_commit("HEAD", who, who, message, tree, parents))
 
 
 def _day(day: str, *sections: str) -> str:
@@ -91,7 +89,7 @@ def build_site(root: Path) -> Site:
     )
     write(later / "note.md", "# Later\n\nNot indexed yet.\n")
     pygit2.init_repository(str(infra))
-    _commit(infra, "Add backup notes")
+    commit_all(infra, "Add backup notes")
     home = root / "home"
     with ops.Brain(home) as brain:
         own = brain.cfg.library("brain").path  # the global library: its card is not looked at
@@ -272,7 +270,7 @@ def test_every_form_is_protected_against_csrf(tmp_path: Path, browser: Browser) 
     built = build_site(tmp_path)
     with ops.Brain(built.home) as brain:
         old_head = ops.get_map(brain, ops.MapLibraryInput(library="infra")).commit_hash
-    new_head = _commit(tmp_path / "infra", "Move HEAD")  # a recompute now writes a new block
+    new_head = commit_all(tmp_path / "infra", "Move HEAD")  # a recompute now writes a new block
     with serving(built.home) as url:
         forms = _post_forms(httpx.get(f"{url}/").text)
         forms += _post_forms(httpx.get(f"{url}/ui/entry/{built.backups}").text)
@@ -414,6 +412,22 @@ def test_unknown_library_entry_or_page_is_an_html_404(site: tuple[Site, str]) ->
     assert httpx.get(f"{url}/get/0123456789abcdef").headers["content-type"] == (
         "application/problem+json"
     )
+
+
+def test_keyboard_focus_is_visible_on_every_page(site: tuple[Site, str], browser: Browser) -> None:
+    built, url = site
+    pages = ["/", "/ui/search?q=postgres", f"/ui/entry/{built.backups}", "/ui/save",
+             "/ui/diary", "/ui/usage", "/ui/ask?q=which+port", "/ui/audit",
+             "/ui/graph?node=entity%3Apostgres"]  # fmt: skip
+    context = browser.new_context(viewport=LAPTOP)
+    try:
+        page = context.new_page()
+        for path in pages:
+            page.goto(f"{url}{path}")
+            assert not unlabelled(page), path
+            assert not tab_without_focus_ring(page), path
+    finally:
+        context.close()
 
 
 def test_refusals_on_gui_paths_are_html_pages(site: tuple[Site, str]) -> None:

@@ -178,37 +178,20 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return skipped
 
 
-def _module_level_edges(name: str, tree: ast.Module, known: set[str]) -> set[str]:
-    """The brainmap modules that importing ``name`` imports at once (not inside functions,
-    not under TYPE_CHECKING)."""
+def _edges(name: str, tree: ast.Module, known: set[str]) -> set[str]:
+    """The brainmap modules ``name`` imports, at module level or inside a function (a lazy
+    import that points back is a cycle too), but not under TYPE_CHECKING."""
     skipped = _type_checking_only(tree)
     targets: set[str] = set()
-
-    def visit(stmts: list[ast.stmt]) -> None:
-        for stmt in stmts:
-            if id(stmt) in skipped or isinstance(
-                stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-            ):
-                continue
-            if isinstance(stmt, ast.ClassDef):
-                visit(stmt.body)
-                continue
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.level == 0:
-                for alias in stmt.names:
-                    sub = f"{stmt.module}.{alias.name}"
-                    targets.add(sub if sub in known else stmt.module)
-            elif isinstance(stmt, ast.Import):
-                targets.update(alias.name for alias in stmt.names)
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(stmt, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    visit(inner)
-                elif isinstance(inner, list):
-                    for handler in inner:
-                        if isinstance(handler, ast.ExceptHandler):
-                            visit(handler.body)
-
-    visit(tree.body)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                targets.add(sub if sub in known else node.module)
+        elif isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
     # only the module named: a package that is mid-import when its submodule imports a sibling
     # is already in sys.modules, so ``a.b.c`` does not depend on ``a.b``'s __init__ finishing
     return {target for target in targets if target in known and target != name}
@@ -259,7 +242,7 @@ def test_no_import_cycles() -> None:
     files = _dotted_modules()
     known = set(files)
     graph = {
-        name: _module_level_edges(name, ast.parse(path.read_text(encoding="utf-8")), known)
+        name: _edges(name, ast.parse(path.read_text(encoding="utf-8")), known)
         for name, path in files.items()
     }
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
@@ -270,16 +253,16 @@ def test_the_cycle_check_would_catch_one() -> None:
     app = ast.parse("from brainmap.cli import facts\n")
     facts = ast.parse("from brainmap.cli.app import _helper\n")
     graph = {
-        "brainmap.cli.app": _module_level_edges("brainmap.cli.app", app, known),
-        "brainmap.cli.facts": _module_level_edges("brainmap.cli.facts", facts, known),
+        "brainmap.cli.app": _edges("brainmap.cli.app", app, known),
+        "brainmap.cli.facts": _edges("brainmap.cli.facts", facts, known),
     }
     assert _cycle(graph) == ["brainmap.cli.app", "brainmap.cli.facts", "brainmap.cli.app"]
     lazy = ast.parse("def f():\n    from brainmap.cli import facts\n")
-    assert _module_level_edges("brainmap.cli.app", lazy, known) == set()
+    assert _edges("brainmap.cli.app", lazy, known) == {"brainmap.cli.facts"}
     hidden = ast.parse(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import brainmap.cli.facts\n"
     )
-    assert _module_level_edges("brainmap.cli.app", hidden, known) == set()
+    assert _edges("brainmap.cli.app", hidden, known) == set()
     dynamic = ast.parse("import importlib\nimportlib.import_module(name)\n")
     assert _dynamic_imports(dynamic)[0][1] is None
 

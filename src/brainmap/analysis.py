@@ -213,7 +213,6 @@ for _language, _words in _FUNCTION_WORDS.items():
 STOPWORDS = frozenset(_LANGUAGES_OF)
 # function words as written (accents kept) and folded: what detection compares a text with
 _WRITTEN = STOPWORDS | {w.lower() for words in _FUNCTION_WORDS.values() for w in words.split()}
-LANGUAGES = tuple(_FUNCTION_WORDS)  # those :func:`detect_language` tells apart
 DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be told
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
@@ -263,13 +262,6 @@ def is_language(name: str) -> bool:
     import Stemmer
 
     return name in Stemmer.algorithms()
-
-
-def stems(words: list[str], language: str) -> list[str]:
-    """The Snowball stems of ``words`` folded (queries are often typed without accents, so
-    both sides stem the folded word), in order; ``none`` leaves them as they are."""
-    plain = [_fold_fast(w) for w in words]
-    return plain if language == NO_STEMS else list(_stemmer(language).stemWords(plain))
 
 
 # what stemmers of Latin, Greek and Cyrillic languages can change, in folded text: letters only,

@@ -14,8 +14,6 @@ from brainmap.facts.models import Conflict, contradictions
 from brainmap.indexer import diff_library, entry_id
 from brainmap.store import Store
 
-KINDS = ("stale", "contradict")
-
 
 @dataclass
 class AuditItem:

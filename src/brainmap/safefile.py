@@ -334,12 +334,6 @@ def move(root: Path, source: Path, candidates: Iterable[Path]) -> Path:
         os.close(src_fd)
 
 
-def atomic_create(root: Path, candidates: Iterable[Path], data: bytes) -> Path:
-    """Create the first free one of ``candidates`` (see :func:`created`) and return it."""
-    with created(root, candidates, data) as path:
-        return path
-
-
 class NotRegularError(OSError):
     """A path that should hold a file holds something else (a FIFO, a socket, a device)."""
 

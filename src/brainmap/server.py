@@ -37,7 +37,7 @@ from brainmap import __version__
 from brainmap.errors import UserError
 from brainmap.gui import install as install_gui
 from brainmap.mcp_server import create_server
-from brainmap.ops import Brain, NoInput, Op, describe_errors, served
+from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 
 log = logging.getLogger("brainmap.server")
 # FastAPI puts an alias on the parameter that carries a query-parameter model; pydantic warns
@@ -54,6 +54,7 @@ SHUTDOWN_GRACE_S = 3  # on SIGTERM, requests in flight get this long to finish
 MIN_TOKEN = 16  # characters; a short token falls to guessing
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # what a client can send after "Bearer "
 PROBLEM = "application/problem+json"
+JSON = "application/json"
 _UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 PageError = Callable[[int, str, str | None], Response]  # the GUI's HTML error page
 
@@ -281,7 +282,9 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
             inp = o.input(**{name: given[name] for name in in_path})
         else:
             inp = given["inp"]
-        return o.run(brain, inp, "http")
+        # serialised by the output's schema in one pass (FastAPI would validate the value
+        # again, build dicts and dump those with json); the schema is still response_model's
+        return Response(to_json(o.run(brain, inp, "http"), o.output), media_type=JSON)
 
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=o.output)  # type: ignore[attr-defined]
     endpoint.__name__ = f"{o.tool}_{method.lower()}"

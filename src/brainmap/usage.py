@@ -42,10 +42,6 @@ def stamp(when: float) -> str:
     return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def now() -> str:
-    return stamp(time.time())
-
-
 # What a search pays: one tuple appended, (time, kind, interface, query, [(entry id, library,
 # path), ...]); the events are made from it when the buffer is written.
 _Pending = tuple[float, str, str, str | None, list[tuple[str, str, str]]]

@@ -1,6 +1,6 @@
 """CLI commands of the facts root: collect and ask.
 
-Registered on the ``brainmap`` group by :mod:`brainmap.cli.main`; thin over ``brainmap.ops``.
+Commands on the ``brainmap`` group of :mod:`brainmap.cli.app` (imported by :mod:`brainmap.cli.main`); thin over ``brainmap.ops``.
 ``audit contradict`` is in :mod:`brainmap.cli.graph`; both print facts with
 :func:`brainmap.cli.common.print_evidence`.
 """

@@ -1,6 +1,6 @@
 """CLI commands of the knowledge graph: neighbors, backlinks, refs, git-import, audit, verify.
 
-Registered on the ``brainmap`` group by :mod:`brainmap.cli.main`; thin over ``brainmap.ops``.
+Commands on the ``brainmap`` group of :mod:`brainmap.cli.app` (imported by :mod:`brainmap.cli.main`); thin over ``brainmap.ops``.
 """
 
 from __future__ import annotations

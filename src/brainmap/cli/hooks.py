@@ -1,7 +1,7 @@
 """CLI commands of the agent loop: ``brainmap hook EVENT`` (what Claude Code runs),
 ``brainmap hooks install|uninstall|status|plugin`` and ``brainmap diary rollup``.
 
-Registered on the ``brainmap`` group by :mod:`brainmap.cli.main`; thin over ``brainmap.ops``.
+Commands on the ``brainmap`` group of :mod:`brainmap.cli.app` (imported by :mod:`brainmap.cli.main`); thin over ``brainmap.ops``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from brainmap import ops
 from brainmap.errors import UserError
 from brainmap.gui.render import entry_url, url
 from brainmap.gui.site import Form, Route, Site, redirect
+from brainmap.keys import NodeKey, name_of
 
 if TYPE_CHECKING:
     from brainmap.graph import Edge, Node
@@ -219,7 +220,7 @@ def node_view(node: Node | None, key: str) -> NodeView:
         return NodeView(key, code=True)
     label = node.label or key
     if node.kind == "entry":
-        return NodeView(label, node.kind, entry_url(key.partition(":")[2]))
+        return NodeView(label, node.kind, entry_url(name_of(key)))
     if node.kind in ("entity", "tag"):
         return NodeView(label, node.kind, url("/ui/search", q=node.label))
     return NodeView(label, node.kind, code=node.kind in ("file", "commit", "slug"))
@@ -281,8 +282,9 @@ def wiki(site: Site, request: Request) -> Response:
         walk = None
     if walk is not None:
         for edge in walk.edges:
-            if edge.subject.startswith("entry:") and edge.object == walk.center.key:
-                return redirect(entry_url(edge.subject.partition(":")[2]))
+            subject = NodeKey.parse(edge.subject)
+            if subject.kind == "entry" and edge.object == walk.center.key:
+                return redirect(entry_url(subject.name))
     return redirect(url("/ui/search", q=name))
 
 

@@ -2,8 +2,9 @@
 
 Each op is a function ``(brain, input) -> output`` registered with a name, a pydantic input
 model and an output type (a dataclass that pydantic can validate and serialise). The CLI, HTTP
-and MCP only parse input, call an op and format its output. The modules register their ops in
-import order, which is the order of the OpenAPI paths and MCP tools.
+and MCP only parse input, call an op and format its output. The modules register their ops as
+they are imported; ``core.load_all`` imports them all and orders the table by
+``core.MODULES``, the order of the OpenAPI paths and MCP tools.
 
 Names load lazily: ``from brainmap.ops import search`` imports the module that defines it and
 what it needs, no more (every CLI call and every hook is a new process); ``OPS`` and
@@ -15,13 +16,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# the op modules, in the order their ops are listed over HTTP and MCP
-MODULES = (
-    "facts", "graph", "library", "health", "knowledge", "usage", "notes", "libmap", "agent", "reasoning",
-)  # fmt: skip
 _EXPORTS = {
     "brain": ("Brain",),
-    "core": ("OPS", "Op", "describe_errors", "op", "served", "to_jsonable"),
+    "core": ("OPS", "Op", "describe_errors", "op", "served", "to_json", "to_jsonable"),
     "facts": ("AskInput", "CollectInput", "LibraryFactsInput", "ask", "collect",
               "library_facts"),
     "graph": ("AuditInput", "BacklinksInput", "GitImportInput", "HopsInput", "NeighborsInput",
@@ -55,7 +52,7 @@ __all__ = [
     "hooks_uninstall", "ingest", "init", "library_add", "library_list", "library_remove", "map_",
     "map_recompute", "map_text", "neighbors", "op", "reasoner_bakeoff", "reasoner_status",
     "refs", "reindex", "save", "search", "served", "SupersedeInput", "supersede",
-    "stats", "to_jsonable", "verify", "SyncInput", "sync",
+    "stats", "to_json", "to_jsonable", "verify", "SyncInput", "sync",
     "FeedbackInput", "PruneInput", "feedback", "prune",
     "HopsInput", "LibraryFactsInput", "hops", "library_facts", "map_blocks",
     "DiaryIndexInput", "DiaryTextInput", "UsageReportInput", "diary_index", "diary_text",
@@ -63,25 +60,13 @@ __all__ = [
 ]  # fmt: skip
 
 
-def load_all() -> None:
-    """Import every op module, so that the table is complete, and put it in ``MODULES``
-    order (modules register as they are imported, and a CLI call imports only its own)."""
-    from brainmap.ops.core import OPS
-
-    for module in MODULES:
-        importlib.import_module(f"brainmap.ops.{module}")
-    rank = {f"brainmap.ops.{module}": i for i, module in enumerate(MODULES)}
-    ordered = sorted(OPS.values(), key=lambda o: rank[o.func.__module__])  # stable: in-module order
-    if list(OPS.values()) != ordered:
-        OPS.clear()
-        OPS.update((o.name, o) for o in ordered)
-
-
 def __getattr__(name: str) -> Any:
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module 'brainmap.ops' has no attribute {name!r}")
     if name in ("OPS", "served"):
+        from brainmap.ops.core import load_all
+
         load_all()
     value = getattr(importlib.import_module(f"brainmap.ops.{module}"), name)
     globals()[name] = value
@@ -106,7 +91,7 @@ if TYPE_CHECKING:
         hooks_uninstall,
     )
     from brainmap.ops.brain import Brain
-    from brainmap.ops.core import OPS, Op, describe_errors, op, served, to_jsonable
+    from brainmap.ops.core import OPS, Op, describe_errors, op, served, to_json, to_jsonable
     from brainmap.ops.facts import (
         AskInput,
         CollectInput,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,11 @@ __all__ = ["OPS", "Brain", "Caller", "Op", "describe_errors", "op", "served", "t
 #: Which interface runs an op. The network ones (``http``, ``mcp``) may reach only what the
 #: brain serves; ``cli`` (also hooks and direct calls) runs as the user, with their files.
 Caller = Literal["cli", "http", "mcp"]
+
+# the op modules, in the order their ops are listed over HTTP and MCP
+MODULES = (
+    "facts", "graph", "library", "health", "knowledge", "usage", "notes", "libmap", "agent", "reasoning",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,21 +89,28 @@ def op(
 
 def served() -> list[Op]:
     """The ops that HTTP and MCP expose, in table order."""
-    from brainmap.ops import load_all  # the table fills as its modules are imported
-
-    load_all()
+    load_all()  # the table fills as its modules are imported
     return [o for o in OPS.values() if o.methods]
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
 
 
-def to_jsonable(value: Any) -> Any:
-    """Serialise an op's output (dataclasses, lists of them) to JSON-compatible data."""
-    kind = type(value)
+def _adapter(kind: Any) -> TypeAdapter[Any]:
     if kind not in _adapters:
         _adapters[kind] = TypeAdapter(kind)
-    return _adapters[kind].dump_python(value, mode="json")
+    return _adapters[kind]
+
+
+def to_jsonable(value: Any) -> Any:
+    """Serialise an op's output (dataclasses, lists of them) to JSON-compatible data."""
+    return _adapter(type(value)).dump_python(value, mode="json")
+
+
+def to_json(value: Any, output: Any) -> bytes:
+    """An op's output as JSON text, serialised by its declared type ``output`` in one pass
+    (no intermediate dicts: what HTTP sends)."""
+    return _adapter(output).dump_json(value)
 
 
 class _Input(BaseModel):
@@ -125,3 +138,15 @@ def describe_errors(errors: Sequence[Any]) -> str:
         where = ".".join(str(p) for p in err["loc"] if p != "body") or "input"
         seen.setdefault(where.split(".")[0], f"{where}: {err['msg']}")
     return "; ".join(seen.values()) or "invalid input"
+
+
+def load_all() -> None:
+    """Import every op module, so that the table is complete, and put it in ``MODULES``
+    order (modules register as they are imported, and a CLI call imports only its own)."""
+    for module in MODULES:
+        importlib.import_module(f"brainmap.ops.{module}")
+    rank = {f"brainmap.ops.{module}": i for i, module in enumerate(MODULES)}
+    ordered = sorted(OPS.values(), key=lambda o: rank[o.func.__module__])  # stable: in-module order
+    if list(OPS.values()) != ordered:
+        OPS.clear()
+        OPS.update((o.name, o) for o in ordered)

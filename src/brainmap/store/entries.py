@@ -353,12 +353,6 @@ class EntryRepo:
                 part,
             )
 
-    def restatus_all(self) -> int:
-        """Recompute every entry's status (after a library is removed); return the changes."""
-        with self.db.write():
-            self._restatus(None)
-            return int(self.db.conn.changes())
-
     def inactive_chunk_ids(self, library_ids: Sequence[int] | None = None) -> list[int]:
         """Chunks of entries that are not active (superseded, retired, archived)."""
         where, params = chunk_scope(library_ids, None)

@@ -28,7 +28,7 @@ WHERE g.root = 'facts'
 
 
 class FactRepo:
-    """Observations and assertions (pairing itself is ``brainmap.facts``). An entry's or code
+    """Observations and assertions (pairing itself is ``brainmap.facts.pairing``). An entry's or code
     file's observations are written by the entry repository in its transaction."""
 
     def __init__(self, db: Database, graph: GraphRepo) -> None:

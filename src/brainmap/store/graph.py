@@ -312,18 +312,6 @@ class GraphRepo:
         )
         return [str(r[0]) for r in rows]
 
-    def entry_files(self, entry_ids: Sequence[str]) -> dict[str, str]:
-        """The file node key of each entry."""
-        out: dict[str, str] = {}
-        for part in batched(list(entry_ids)):
-            rows = self.db.rows(
-                "SELECT e.id, 'file:' || l.name || '/' || e.path FROM entry e "
-                f"JOIN library l ON l.id = e.library_id WHERE e.id IN ({marks(len(part))})",
-                part,
-            )
-            out.update((str(a), str(b)) for a, b in rows)
-        return out
-
     def dangling_breadcrumbs(self) -> list[EdgeRow]:
         """``Brain:`` comments whose slug names no entry."""
         return self._edge_rows(

@@ -64,9 +64,6 @@ class EntryRecord:
     superseded_by: list[str] = field(default_factory=list)
 
 
-INACTIVE_STATUSES = ("superseded", "retired", "archived")
-
-
 @dataclass(frozen=True)
 class CodeFileRecord:
     """A code file scanned for ``Brain:`` breadcrumbs."""

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from brainmap.store.index import Store
 
 USAGE_SCHEMA_VERSION = 1
-KINDS = ("hit", "get", "useful", "not_useful")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
