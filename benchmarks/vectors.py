@@ -106,7 +106,7 @@ def main() -> None:
             store.vectors.put(
                 MODEL, [(c.id, library_id, v.tobytes()) for c, v in zip(chunks, vecs, strict=False)]
             )
-            store.entries.delete_entries([f"e{entries - 1 - i}"])  # and one is deleted
+            store.entries.delete([f"e{entries - 1 - i}"])  # and one is deleted
             started = time.perf_counter()
             index.refresh(store)
             incremental.append(time.perf_counter() - started)

@@ -500,7 +500,7 @@ def test_v1_database_is_migrated(home: Path, tmp_path: Path) -> None:
     conn.close()
     with Store(home / "brain.db") as store:
         assert store.db.schema_version() == SCHEMA_VERSION
-        assert store.entries.entries_with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
+        assert store.entries.with_slug("pool-gotcha")[0][2] == "Pool-Gotcha.md"
         assert store.counts()["chunks"] > 0 and store.graph.counts()["edges"] == 0
     out = json.loads(run_cli(home, "reindex", "--json").stdout)
     docs = next(lib for lib in out["libraries"] if lib["library"] == "docs")

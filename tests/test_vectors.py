@@ -183,7 +183,7 @@ def test_refresh_after_insert_and_delete_equals_a_full_reload(
     _same_as_a_full_reload(index, store)
 
     assert saved.id is not None
-    store.entries.delete_entries([saved.id])
+    store.entries.delete([saved.id])
     index.refresh(store)
     assert index.change_loads == 3 and index.full_loads == 1
     _same_as_a_full_reload(index, store)
@@ -267,7 +267,7 @@ def test_an_index_from_before_the_log_gains_it(tmp_path: Path) -> None:
     index = VectorIndex("m")
     index.refresh(store)
     assert len(index) == 3 and index.full_loads == 1
-    store.entries.delete_entries(["e"])  # the cascade logs each vector removed
+    store.entries.delete(["e"])  # the cascade logs each vector removed
     index.refresh(store)
     assert len(index) == 0 and index.change_loads == 1
     assert store.vectors.generation() == 3 + 3

@@ -282,7 +282,7 @@ class GraphReader:
             out[key] = self._alias_chain(key, target)
         for key in keys:
             if key.startswith("slug:"):
-                entries = self.store.entries.entries_with_slug(name_of(key))
+                entries = self.store.entries.with_slug(name_of(key))
                 if len(entries) == 1:
                     out[key] = entry_key(entries[0][0])
         return out
@@ -405,7 +405,7 @@ class GraphReader:
             slug, refs = row["slug"], [f"{row['library']}:{row['path']}"]
         else:
             slug = breadcrumb_slug(ref)
-            refs = [f"{lib}:{rel}" for _, lib, rel in self.store.entries.entries_with_slug(slug)]
+            refs = [f"{lib}:{rel}" for _, lib, rel in self.store.entries.with_slug(slug)]
         crumbs = [_crumb(e, refs) for e in self.store.graph.edges_to("slug:" + slug, REFERENCES)]
         if not refs and not crumbs:
             raise UserError(f"no entry or breadcrumb named {ref!r}", status=404)
@@ -415,7 +415,7 @@ class GraphReader:
         """The entries a code file's ``Brain:`` comments name."""
         out = []
         for edge in self.store.graph.edges_from(file_key(library, rel), REFERENCES):
-            named = self.store.entries.entries_with_slug(name_of(edge.object))
+            named = self.store.entries.with_slug(name_of(edge.object))
             out.append(_crumb(edge, [f"{lib}:{rel}" for _, lib, rel in named]))
         return out
 

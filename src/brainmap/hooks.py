@@ -281,7 +281,7 @@ def file_items(
     except OSError:
         text = ""
     for slug, line in breadcrumbs(text + "\n" + new_text):
-        for entry_id, _, _ in store.entries.entries_with_slug(slug):
+        for entry_id, _, _ in store.entries.with_slug(slug):
             for hit in store.entries.entry_chunks(entry_id)[:1]:
                 where = f"line {line}" if line <= text.count("\n") + 1 else "the new text"
                 keep(hit, f"`Brain: {slug}` at {where}")

@@ -449,7 +449,7 @@ def index_library(
             seen_stat.st_size if seen_stat else None,
         )  # fmt: skip
         if old is not None and not keep_old:  # unreadable now: drop its stale entry
-            store.entries.delete_entries([old.id])
+            store.entries.delete([old.id])
             report.deleted += 1
 
     def store_read(read: _Read, old: EntryState | None) -> None:
@@ -531,7 +531,7 @@ def index_library(
             for rel, state in states.items()
             if rel not in seen and not rel.startswith(tuple(unreadable))
         ]
-        store.entries.delete_entries(gone)
+        store.entries.delete(gone)
         report.deleted += len(gone)
         store.entries.delete_code_files(
             [

@@ -236,7 +236,7 @@ class Notes:
                         index_files(self.cfg, self.store, old_lib, [old_row["path"]])
                 except BaseException:
                     # never leave a file the index does not know, nor an entry without its file
-                    self.store.entries.delete_entries([entry_id(lib.name, rel)])
+                    self.store.entries.delete([entry_id(lib.name, rel)])
                     if undo_old is not None and old_row is not None and old_lib is not None:
                         undo_old()  # OLD as it was, in the file and the index
                         index_files(self.cfg, self.store, old_lib, [old_row["path"]])
@@ -326,7 +326,7 @@ class Notes:
                     "similar text",
                 )  # fmt: skip
         if same_title_is_duplicate:
-            for found, path, other in self.store.entries.entries_titled(title, lib.name):
+            for found, path, other in self.store.entries.titled(title, lib.name):
                 out.setdefault(found, Candidate(found, lib.name, path, other, None, "same title"))
         return list(out.values())
 

@@ -261,7 +261,7 @@ class EntryRepo:
                     c.execute("DELETE FROM entry WHERE id = ?", (entry.id,))
                 raise
 
-    def delete_entries(self, entry_ids: Sequence[str]) -> None:
+    def delete(self, entry_ids: Sequence[str]) -> None:
         """Delete entries; chunks, FTS rows, vectors, tags and edges go with them."""
         with self.db.write():
             self.db.flush()  # rows buffered for these entries must go too, not fail later
@@ -440,7 +440,7 @@ class EntryRepo:
             data[key] = json.loads(data[key])
         return data
 
-    def entries_titled(self, title: str, library: str) -> list[tuple[str, str, str]]:
+    def titled(self, title: str, library: str) -> list[tuple[str, str, str]]:
         """(id, path, title) of a library's entries with this title, ignoring case."""
         rows = self.db.rows(
             "SELECT e.id, e.path, e.title FROM entry e JOIN library l ON l.id = e.library_id "
@@ -650,7 +650,7 @@ class EntryRepo:
 
     # by slug; due for re-verification
 
-    def entries_with_slug(self, slug: str) -> list[tuple[str, str, str]]:
+    def with_slug(self, slug: str) -> list[tuple[str, str, str]]:
         """(entry id, library, path) of the entries whose file is called ``slug``."""
         rows = self.db.rows(
             "SELECT e.id, l.name, e.path FROM entry e JOIN library l ON l.id = e.library_id "
