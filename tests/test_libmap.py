@@ -381,7 +381,10 @@ def test_a_v3_index_gets_the_map_at_the_next_reindex(home: Path, tmp_path: Path)
 
     a = _library(tmp_path / "a", ALPHA)
     _brain(home, {"a": a}).close()
-    conn = connect(home / "brain.db")  # back to v3: no map_block table (and no v5, v6, v7)
+    conn = connect(home / "brain.db")  # back to v3: no map_block table (and no v5 to v8)
+    conn.execute("DROP INDEX entry_language")
+    conn.execute("DROP TRIGGER chunk_text_ad")
+    conn.execute("DELETE FROM meta WHERE key = 'text_gen'")
     conn.execute("DROP TABLE supersession")
     conn.execute("DROP INDEX entry_inactive")
     for column in ("status", "file_status"):

@@ -238,15 +238,18 @@ def test_a_pruned_log_means_a_full_reload(brain: ops.Brain) -> None:
     assert store.vectors.changes(index.model, generation + 10**6, 10**9) is None  # rebuilt
 
 
+BEFORE_THE_LOG = 5  # v6 brought the log of vector changes
+
+
 def test_an_index_from_before_the_log_gains_it(tmp_path: Path) -> None:
     from brainmap.store.schema import _sql_slug, connect
 
     path = tmp_path / "brain.db"
     conn = connect(path)
     conn.create_scalar_function("brainmap_slug", _sql_slug, 1, deterministic=True)
-    for version in range(1, SCHEMA_VERSION):
+    for version in range(1, BEFORE_THE_LOG + 1):
         conn.execute(MIGRATIONS[version])
-    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version={BEFORE_THE_LOG}")
     conn.execute("INSERT INTO library(id, name, path, scope) VALUES (1, 'l', '/l', 'global')")
     conn.execute(
         "INSERT INTO entry(id, library_id, path, title, type, updated, content_hash, mtime_ns, "

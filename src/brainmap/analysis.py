@@ -84,8 +84,20 @@ def fold(term: str) -> str:
     """Lower-case and strip diacritics, as unicode61 with ``remove_diacritics 2`` does."""
     if term.isascii():
         return term.lower()
-    decomposed = unicodedata.normalize("NFKD", term.lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFKD", term.lower()).translate(_NOT_COMBINING)
+
+
+class _NotCombining(dict[int, int | None]):
+    """A :meth:`str.translate` table that drops combining marks, filled in as characters
+    are met (a table of every code point would take 0.1 s to build at start-up)."""
+
+    def __missing__(self, code: int) -> int | None:
+        kept = None if unicodedata.combining(chr(code)) else code
+        self[code] = kept
+        return kept
+
+
+_NOT_COMBINING = _NotCombining()
 
 
 def _is_token_char(ch: str) -> bool:
@@ -292,13 +304,15 @@ _SCRIPT_WORD_RE = {
 _LATIN_WORD_RE = re.compile("[a-z\u00df-\u00f6\u00f8-\u024f]{3,}")
 
 
-def _stemmable_words(text: str, language: str) -> list[str]:
-    """The folded words of ``text`` a stemmer of ``language`` can change, in order."""
+def _stemmable_words(text: str, language: str, folded: str | None = None) -> list[str]:
+    """The folded words of ``text`` a stemmer of ``language`` can change, in order
+    (``folded``: ``text`` through :func:`_fold_fast`, when the caller has it)."""
     if language in _NON_ALPHABETIC:
         return _WORD_RE.findall(_fold_fast(fts_text(text)))
+    folded = _fold_fast(text) if folded is None else folded
     if language == "serbian":  # written in both alphabets
-        return _ALPHABETIC_WORD_RE.findall(_fold_fast(text))
-    return _SCRIPT_WORD_RE.get(language, _LATIN_WORD_RE).findall(_fold_fast(text))
+        return _ALPHABETIC_WORD_RE.findall(folded)
+    return _SCRIPT_WORD_RE.get(language, _LATIN_WORD_RE).findall(folded)
 
 
 def other_forms(text: str, language: str | None) -> str:
@@ -306,11 +320,17 @@ def other_forms(text: str, language: str | None) -> str:
     each word's stem in ``language`` where it differs from the word, and words written with
     brackets inside joined (``[c]reate`` -> ``create``, and its stem). Space-separated, one
     per occurrence, so that term frequencies count."""
-    language = language or DEFAULT_LANGUAGE
+    return " ".join(_other_forms(text, language or DEFAULT_LANGUAGE, None, distinct=False))
+
+
+def _other_forms(text: str, language: str, folded: str | None, distinct: bool) -> list[str]:
+    """:func:`other_forms` as a list; with ``distinct``, each form once (in no order)."""
     stemming = language != NO_STEMS
     out: list[str] = []
     if stemming:
-        words = _stemmable_words(text, language)
+        words = _stemmable_words(text, language, folded)
+        if distinct:
+            words = list(set(words))
         if words:
             new_stems = _new_stems(words, language)
             out = [stem for stem in map(new_stems.get, words) if stem]
@@ -320,7 +340,7 @@ def other_forms(text: str, language: str | None) -> str:
             out.append(joined)
             if stemming and (stem := _new_stems([joined], language).get(joined)):
                 out.append(stem)
-    return " ".join(out)
+    return out
 
 
 def _bracketed_words(text: str) -> list[str]:
@@ -369,8 +389,9 @@ def forms_of(text: str, languages: tuple[str, ...]) -> set[str]:
     """Every form under which ``text`` can be found: its tokens as indexed and their other
     forms in each of ``languages``."""
     held = set(_WORD_TOKEN_RE.findall(fold(fts_text(text))))
+    folded = _fold_fast(text)  # once for all the languages
     for language in languages:
-        held.update(other_forms(text, language).split())
+        held.update(_other_forms(text, language, folded, distinct=True))
     return held
 
 

@@ -126,6 +126,9 @@ class SearchSettings:
     weak_coverage: float = 0.2
     strong_similarity: float = 0.84
     weak_similarity: float = 0.82
+    # searches run at once in one process; 0: one more than its CPUs. Eight at once on two
+    # cores spend their time handing the GIL round (benchmarks/serve.py): fewer go faster
+    concurrency: int = 0
 
 
 @dataclass
@@ -505,6 +508,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "weak_similarity": (-1, 1.01),
     "vector_weight": (0, 100),
     "candidates": (1, 10_000),
+    "concurrency": (0, 1024),
     "half_life_days": (0, 1e6),
     "decay_floor": (0, 1),
     "df_prune": (0.001, 1),

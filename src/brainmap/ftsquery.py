@@ -8,8 +8,8 @@ needs the index: how many chunks hold each term, and which languages the index i
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from brainmap.analysis import (
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
 MAX_CANDIDATE_TERMS = 400
-LANGUAGES_TTL_S = 60.0  # how long the index's languages are taken as known
+RARE_ROWS = 2000  # the chunks a query's rarest terms may hold for BM25 to score only those
+MAX_CACHED_TERMS = 200_000  # document frequencies kept
+STALE_SHARE = 0.01  # of the index changed since they were read: frequencies are read again
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,31 @@ class QueryAnalysis:
     and its informative words, each with the forms that match it and its weight (IDF)."""
 
     expression: str | None
+    # the chunks worth scoring: those holding one of the query's rarest terms (None: all)
+    rare_expression: str | None
     terms: list[str]
     words: list[tuple[str, tuple[str, ...], float]]
     languages: tuple[str, ...]
     known: bool  # some word of the query is in the index (as written or by stem)
     function_words_only: bool  # "the", "what is it": nothing to match closely
+
+
+def rarest(terms: list[str], freqs: dict[str, int], rows: int) -> list[str]:
+    """The rarest of ``terms`` whose chunks number at most ``rows`` together, when that
+    leaves some term out (else none: scoring every match costs little).
+
+    BM25 costs FTS5 about 2 us for every chunk it scores (tldr, 42k chunks): a query of a
+    few frequent words scores ten thousand chunks. A chunk that holds none of the rare
+    terms seldom ranks among the best (benchmarks/serve.py has the figures), so only the
+    chunks that hold one are scored, by all the terms."""
+    chosen: list[str] = []
+    held = 0
+    for term in sorted(terms, key=lambda t: freqs[t]):
+        if held + freqs[term] > rows:
+            break
+        chosen.append(term)
+        held += freqs[term]
+    return chosen if len(chosen) < len(terms) else []
 
 
 def idf(df: int, total: int) -> float:
@@ -52,10 +74,10 @@ def idf(df: int, total: int) -> float:
 class QueryAnalyser:
     """Analyses queries against one store; keeps the index's languages for a while."""
 
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(self, cfg: Config, store: Store, stats: TermStats | None = None) -> None:
         self.cfg = cfg
         self.store = store
-        self._languages: tuple[float, tuple[str, ...], frozenset[str]] | None = None
+        self.stats = stats or TermStats()
 
     def match_expression(self, query: str) -> tuple[str | None, list[str]]:
         """The FTS5 expression for a query and the terms it holds (see :meth:`analyse`)."""
@@ -81,11 +103,12 @@ class QueryAnalyser:
         forms_of_word = {w: (w, *variants.get(w, ())) for w in weighed_words}
         candidates = list(dict.fromkeys(f for w in words for f in forms_of_word.get(w, (w,))))
         candidates = candidates[:MAX_CANDIDATE_TERMS]
-        freqs = self.store.entries.doc_freqs(
-            list(dict.fromkeys([*candidates, *(f for fs in forms_of_word.values() for f in fs)]))
+        freqs, total = self.stats.doc_freqs(
+            self.store,
+            list(dict.fromkeys([*candidates, *(f for fs in forms_of_word.values() for f in fs)])),
         )
-        total = max(self.store.entries.chunk_count(), 1)
-        present = [t for t in candidates if freqs.get(t)]
+        total = max(total, 1)
+        present = [t for t in candidates if freqs[t]]
         limit = common_above(total, self.cfg.search.df_prune)
         keep = [t for t in present if freqs[t] <= limit]
         if not keep and present and not phrases:
@@ -93,12 +116,14 @@ class QueryAnalyser:
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
         parts = [fts_quote(p) for p in phrases] + [fts_quote(t) for t in keep]
+        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS)
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in forms_of_word.items()
         ]
         return QueryAnalysis(
             expression=" OR ".join(parts) if parts else None,
+            rare_expression=" OR ".join(fts_quote(t) for t in rare) if rare else None,
             terms=phrases + keep,
             words=weighed,
             languages=languages,
@@ -110,17 +135,84 @@ class QueryAnalyser:
         """The languages a query's words are stemmed in: the index's main ones (those of at
         least a tenth of its entries), and the one its function words tell if the index
         holds it."""
-        now = time.monotonic()
-        if self._languages is None or now - self._languages[0] > LANGUAGES_TTL_S:
-            counts = self.store.entries.languages()
-            total = sum(counts.values())
-            main = [lang for lang, n in sorted(counts.items(), key=lambda kv: -kv[1])
-                    if n >= total / 10][:3]  # fmt: skip
-            self._languages = (now, tuple(main) or (DEFAULT_LANGUAGE,), frozenset(counts))
-        _, main_languages, present = self._languages
+        text = self.stats.current(self.store)
         # two function words at least, of a language the index holds: "vi" or "die" alone
         # would stem an English query in Italian or German
         told = detect_language(query, at_least=2)
-        if told in present and told not in main_languages:
-            return (told, *main_languages)
-        return main_languages
+        if told in text.languages and told not in text.main_languages:
+            return (told, *text.main_languages)
+        return text.main_languages
+
+
+@dataclass
+class TextState:
+    """What one generation of the full-text index says as a whole: its chunk count, its
+    languages, and the document frequencies of the words looked up so far (``freqs``, those
+    found; ``absent``, those found nowhere)."""
+
+    generation: int
+    total: int
+    main_languages: tuple[str, ...]
+    languages: frozenset[str]
+    freqs: dict[str, int] = field(default_factory=dict)
+    freqs_since: int = 0  # the generation the frequencies were read at
+    absent: set[str] = field(default_factory=set)
+
+
+class TermStats:
+    """The full-text index's chunk count, languages and document frequencies; one per brain,
+    shared by the searchers of all its threads (a term's frequency read for one request
+    serves the next).
+
+    The text generation counts the full-text rows written and deleted. The count and the
+    languages are read again whenever it changes. The frequencies found are kept until
+    ``STALE_SHARE`` of the index has changed since they were read (a note saved every second
+    would otherwise have every query read its words again): a few rows more or less do not
+    change what a term weighs. A term found nowhere is looked up again after any change, so
+    that a note just saved is found by its new words.
+    """
+
+    def __init__(self, max_terms: int = MAX_CACHED_TERMS) -> None:
+        self.max_terms = max_terms
+        self._state: TextState | None = None
+        self._lock = threading.Lock()
+
+    def current(self, store: Store) -> TextState:
+        """The state of the index's current generation (read again when it changed)."""
+        generation = store.entries.text_generation()
+        state = self._state
+        if state is not None and state.generation == generation:
+            return state
+        # one thread reads the new state; the others, which saw the same change, wait for it
+        with self._lock:
+            old = self._state
+            if old is not None and old.generation == generation:
+                return old
+            with store.db.reading():
+                generation = store.entries.text_generation()
+                counts = store.entries.languages()
+                total = store.entries.chunk_count()
+            entries = sum(counts.values())
+            main = [lang for lang, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                    if n >= entries / 10][:3]  # fmt: skip
+            languages = (tuple(main) or (DEFAULT_LANGUAGE,), frozenset(counts))
+            state = TextState(generation, total, *languages, freqs_since=generation)
+            if old is not None and 0 <= generation - old.freqs_since <= STALE_SHARE * total:
+                state.freqs, state.freqs_since = old.freqs, old.freqs_since
+            self._state = state
+        return state
+
+    def doc_freqs(self, store: Store, terms: list[str]) -> tuple[dict[str, int], int]:
+        """How many chunks hold each of ``terms`` (folded; 0 for none), and how many chunks
+        there are."""
+        state = self.current(store)
+        freqs, absent = state.freqs, state.absent
+        missing = [t for t in terms if t not in freqs and t not in absent]
+        if missing:
+            found = store.entries.doc_freqs(missing)
+            if len(freqs) + len(absent) + len(missing) > self.max_terms:
+                freqs.clear()
+                absent.clear()
+            freqs.update(found)
+            absent.update(t for t in missing if t not in found)
+        return {t: freqs.get(t, 0) for t in terms}, state.total

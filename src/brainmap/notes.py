@@ -179,7 +179,8 @@ class Notes:
         chosen_type = (type or "").strip().lower()
         # the note's first unit as the index will embed it: the vector found here is the one
         # indexing needs (one embedding per save, not two); embedded before the lock
-        vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
+        with self.searcher.slots:  # a share of the CPU, as a search has
+            vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
         asked, spent = None, None
         reasoner = self.cfg.reasoner
         if reasoner.enabled and reasoner.tags and (not clean_tags or suggest_title):

@@ -9,14 +9,16 @@ match level and applies the floor.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from brainmap.analysis import ANALYZER_VERSION, fold, forms_of
 from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.errors import UserError
-from brainmap.ftsquery import MAX_QUERY_TERMS, QueryAnalyser, QueryAnalysis
+from brainmap.ftsquery import MAX_QUERY_TERMS, QueryAnalyser, QueryAnalysis, TermStats
 from brainmap.fusion import decay, fuse, rrf
 from brainmap.graph import Hops
 from brainmap.libmap import Router
@@ -144,8 +146,16 @@ class Searcher:
     and ``vectors`` (the vector matrix).
     """
 
-    def __init__(self, cfg: Config, store: Store, vectors: VectorIndex | None = None) -> None:
-        """``vectors`` may be shared by the searchers of several threads (one per store)."""
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        vectors: VectorIndex | None = None,
+        stats: TermStats | None = None,
+        slots: threading.Semaphore | None = None,
+    ) -> None:
+        """``vectors``, ``stats`` and ``slots`` (how many searches run at once) may be shared
+        by the searchers of several threads (one per store)."""
         from brainmap.embedders import model_id_of
 
         self.cfg = cfg
@@ -153,7 +163,8 @@ class Searcher:
         self.model = model_id_of(cfg.embedder)
         self.vectors = vectors or VectorIndex(self.model)
         self.embedder = QueryEmbedder(cfg)
-        self.analyser = QueryAnalyser(cfg, store)
+        self.analyser = QueryAnalyser(cfg, store, stats)
+        self.slots = slots or search_slots(cfg)
         self.router = Router(cfg, store, self.model)
         self._reranker: Reranker | None = None
 
@@ -222,6 +233,35 @@ class Searcher:
             raise UserError(f"unknown mode {mode!r}", hint="use hybrid, bm25 or vector")
         limit = max(1, min(int(limit), 1000))
         query = query.replace("\x00", " ")
+        pending_vector: Future[np.ndarray | None] | None = None
+        if mode != "bm25" and query.strip():
+            # embedding the query overlaps the BM25 query and the vector refresh, and the
+            # wait for a slot: queries waiting together are embedded in one batch
+            pending_vector = self.embedder.submit(query[:2000])
+        with self.slots:
+            return self._search(
+                query, pending_vector, libraries=libraries, types=types, tags=tags,
+                since=since, limit=limit, mode=mode, route=route, project=project,
+                not_types=not_types, floor=floor, include_inactive=include_inactive,
+            )  # fmt: skip
+
+    def _search(
+        self,
+        query: str,
+        pending_vector: Future[np.ndarray | None] | None,
+        *,
+        libraries: list[str] | None,
+        types: list[str] | None,
+        tags: list[str] | None,
+        since: str | None,
+        limit: int,
+        mode: Mode,
+        route: bool,
+        project: Project | None,
+        not_types: list[str] | None,
+        floor: bool,
+        include_inactive: bool,
+    ) -> SearchResult:
         filters = self.filters(libraries, types, tags, since, project, not_types, include_inactive)
         result = SearchResult(query=query, mode=mode, hits=[])
         configured = {lib.name for lib in self.cfg.libraries}
@@ -238,11 +278,6 @@ class Searcher:
             return result
         settings = self.cfg.search
         depth = max(settings.candidates, limit)
-
-        pending_vector: Future[np.ndarray | None] | None = None
-        if mode != "bm25":
-            # embedding the query overlaps the BM25 query and the vector refresh
-            pending_vector = self.embedder.submit(query[:2000])
 
         # routing picks libraries by the query alone: with type, tag or date filters it could
         # pick libraries without a match, so those searches look everywhere
@@ -270,7 +305,9 @@ class Searcher:
                 weights = (
                     settings.title_weight, settings.heading_weight, 1.0, settings.forms_weight
                 )  # fmt: skip
-                bm25_ids = self.store.entries.bm25(analysis.expression, filters, depth, weights)
+                bm25_ids = self.store.entries.bm25(
+                    analysis.expression, filters, depth, weights, analysis.rare_expression
+                )
         else:  # the terms still pick the snippet
             result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 
@@ -425,16 +462,20 @@ class Searcher:
         vector_rank = {cid: r for r, (cid, _) in enumerate(vector_hits, 1)}
         similarity = dict(vector_hits)
         fused = dict(fuse(bm25_ids, vector_hits, s.rrf_k, s.bm25_weight, s.vector_weight))
-        rows = self.store.entries.hits(list(fused))
+        # the decay reads two columns of every candidate; only the best get their whole rows
+        freshness = self.store.entries.freshness(list(fused))
         now = dt.datetime.now(dt.UTC)
-        scored = []
+        weighed = []
         for cid, base in fused.items():
-            row = rows.get(cid)
-            if row is None:  # deleted between the candidate query and now
+            if (fresh := freshness.get(cid)) is None:  # deleted since the candidate query
                 continue
-            weight = decay(row.last_verified, row.mtime_ns, now, s)
-            scored.append((base * weight, weight, row))
-        scored.sort(key=lambda item: (-item[0], item[2].chunk_id))
+            weight = decay(*fresh, now, s)
+            weighed.append((base * weight, weight, cid))
+        weighed.sort(key=lambda item: (-item[0], item[2]))
+        rows = self.store.entries.hits([cid for _, _, cid in weighed[:limit]])
+        scored = [
+            (score, weight, rows[cid]) for score, weight, cid in weighed[:limit] if cid in rows
+        ]
         return [
             Hit(
                 id=row.entry_id,
@@ -461,8 +502,14 @@ class Searcher:
                 source_rev=row.source_rev,
                 status=row.status,
             )
-            for score, weight, row in scored[:limit]
+            for score, weight, row in scored
         ]
+
+
+def search_slots(cfg: Config) -> threading.Semaphore:
+    """How many searches may run at once (``[search] concurrency``; 0: one more than the
+    CPUs, so that one waiting on the disk or the model leaves none idle)."""
+    return threading.BoundedSemaphore(cfg.search.concurrency or (os.cpu_count() or 1) + 1)
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

@@ -16,6 +16,7 @@ from brainmap.config import ensure_home, resolve_home
 from brainmap.store import Store
 
 if TYPE_CHECKING:
+    from brainmap.ftsquery import TermStats
     from brainmap.notes import Notes
     from brainmap.search import Searcher
     from brainmap.vectorindex import VectorIndex
@@ -42,6 +43,8 @@ class Brain:
         self._stores: list[Store] = []  # every connection opened, for close()
         self._idle: list[Store] = []  # connections of threads that ended
         self._vectors: VectorIndex | None = None
+        self._term_stats: TermStats | None = None
+        self._search_slots: threading.Semaphore | None = None
 
     @property
     def store(self) -> Store:
@@ -69,13 +72,18 @@ class Brain:
         searcher: Searcher | None = getattr(self._local, "searcher", None)
         if searcher is None:
             from brainmap.embedders import model_id_of
-            from brainmap.search import Searcher
+            from brainmap.ftsquery import TermStats
+            from brainmap.search import Searcher, search_slots
             from brainmap.vectorindex import VectorIndex
 
             with self._lock:
                 if self._vectors is None:
                     self._vectors = VectorIndex(model_id_of(self.cfg.embedder))
-            searcher = Searcher(self.cfg, self.store, self._vectors)
+                    self._term_stats = TermStats()
+                    self._search_slots = search_slots(self.cfg)
+            searcher = Searcher(
+                self.cfg, self.store, self._vectors, self._term_stats, self._search_slots
+            )
             self._local.searcher = searcher
         return searcher
 

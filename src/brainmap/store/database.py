@@ -30,6 +30,7 @@ R = TypeVar("R")
 Params = Sequence[Any] | dict[str, Any]
 FtsRow = tuple[int, str, str, str, str]  # rowid, title, heading, body, forms
 
+_BUMP_TEXT_GEN = "UPDATE meta SET value = value + ? WHERE key = 'text_gen'"
 _INSERT_FTS = "INSERT INTO chunk_fts(rowid, title, heading, body, forms) VALUES (?,?,?,?,?)"
 
 
@@ -98,6 +99,12 @@ class Database:
         if self.text_rows:
             rows, self.text_rows = self.text_rows, []
             self.conn.executemany(_INSERT_FTS, [row for _, row in rows])
+            self.text_changed(len(rows))
+
+    def text_changed(self, rows: int) -> None:
+        """Add ``rows`` to the text generation: that many full-text rows were written or
+        deleted in this transaction."""
+        self.conn.execute(_BUMP_TEXT_GEN, (rows,))
 
     def flush(self) -> None:
         """Insert every row held back (full-text rows, then the repositories' buffers): before

@@ -561,6 +561,10 @@ class EntryRepo:
 
     # search
 
+    def text_generation(self) -> int:
+        """A counter that changes whenever the full-text index does."""
+        return int(self.db.one("SELECT value FROM meta WHERE key = 'text_gen'"))
+
     def chunk_count(self) -> int:
         return int(self.db.one("SELECT count(*) FROM chunk"))
 
@@ -573,12 +577,24 @@ class EntryRepo:
         return out
 
     def bm25(
-        self, match: str, filters: Filters, limit: int, weights: tuple[float, ...]
+        self,
+        match: str,
+        filters: Filters,
+        limit: int,
+        weights: tuple[float, ...],
+        within: str | None = None,
     ) -> list[int]:
         """Chunk ids matching an FTS5 expression, best BM25 first. ``weights`` are those of
-        the title, heading, body and forms columns (missing ones weigh 1)."""
+        the title, heading, body and forms columns (missing ones weigh 1). With ``within``,
+        only the chunks that also match that expression are scored."""
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
+        # `+rowid` keeps the candidates out of FTS5's own plan: offered as rowid = ?, each
+        # one would run the whole query again
+        scored = "" if within is None else (
+            " AND +{rowid} IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?)"
+        )  # fmt: skip
+        extra = [] if within is None else [within]
         if filters.metadata_sql()[0] == "1":
             # no join per match: the few inactive entries' chunks are left out by one set
             # (the partial index entry_inactive finds them), read once per query
@@ -589,17 +605,19 @@ class EntryRepo:
                 "ON c.entry_id = e.id WHERE e.status != 'active')"
             )
             sql = (
-                f"SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?{inactive} "
+                "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?"
+                f"{scored.format(rowid='rowid')}{inactive} "
                 "ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
             )
-            args: list[Any] = [match, *weights, limit]
+            args: list[Any] = [match, *extra, *weights, limit]
         else:
             sql = (
                 "SELECT f.rowid FROM chunk_fts f JOIN chunk c ON c.id = f.rowid "
-                "JOIN entry e ON e.id = c.entry_id WHERE chunk_fts MATCH ? AND "
-                f"{where} ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
+                "JOIN entry e ON e.id = c.entry_id WHERE chunk_fts MATCH ?"
+                f"{scored.format(rowid='f.rowid')} AND {where} "
+                "ORDER BY bm25(chunk_fts, ?, ?, ?, ?) LIMIT ?"
             )
-            args = [match, *params, *weights, limit]
+            args = [match, *extra, *params, *weights, limit]
         return [r[0] for r in self.db.rows(sql, args)]
 
     def first_chunks(self, filters: Filters, limit: int) -> list[HitRow]:
@@ -626,6 +644,19 @@ class EntryRepo:
             out.update(
                 (h.chunk_id, h) for h in self._hits(f"WHERE c.id IN ({marks(len(part))})", part)
             )
+        return out
+
+    def freshness(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str | None, int]]:
+        """(last verified, file mtime in ns) of each chunk's entry: what the staleness decay
+        reads, without the hit rows' text (ids that name no chunk are left out)."""
+        out: dict[int, tuple[str | None, int]] = {}
+        for part in batched(list(chunk_ids)):
+            rows = self.db.rows(
+                "SELECT c.id, e.last_verified, e.mtime_ns FROM chunk c "
+                f"JOIN entry e ON e.id = c.entry_id WHERE c.id IN ({marks(len(part))})",
+                part,
+            )
+            out.update((int(cid), (seen, int(mtime))) for cid, seen, mtime in rows)
         return out
 
     def _hits(self, where: str, params: Sequence[Any]) -> list[HitRow]:

@@ -88,6 +88,7 @@ class Store:
             ):
                 self.db.conn.execute(sql)
                 total += self.db.conn.changes()
+            self.db.text_changed(total)
             total += self.graph.remove_orphans()
         return total
 

@@ -1,0 +1,175 @@
+"""What the full-text index says as a whole, kept between searches: the text generation, the
+shared document frequencies, BM25 scored only where the rarest terms are, and the number of
+searches run at once. Real SQLite files in tmp_path, the real model, real threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from brainmap import ftsquery, ops
+from brainmap.ftsquery import TermStats, rarest
+from brainmap.store import Filters, Store
+from brainmap.store.entries import EntryRepo
+from conftest import write
+
+WEIGHTS = (4.0, 2.0, 1.0, 1.0)
+
+
+def _library(root: Path, files: int, rare_every: int = 0) -> Path:
+    """``files`` notes that all say "shared"; every ``rare_every``-th also says "quartz"."""
+    for n in range(files):
+        rare = " quartz quartz" if rare_every and n % rare_every == 0 else ""
+        extra = " shared" * (n % 4)
+        write(root / f"n{n:04}.md", f"# note {n}\n\nshared words{extra} about topic {n}{rare}.\n")
+    return root
+
+
+def _text_brain(home: Path, root: Path) -> ops.Brain:
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(root)))
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    return brain
+
+
+def test_the_text_generation_counts_the_rows_written_and_deleted(tmp_path: Path) -> None:
+    root = _library(tmp_path / "lib", 3)
+    brain = _text_brain(tmp_path / "home", root)
+    entries = brain.store.entries
+    before = entries.text_generation()
+    assert before >= entries.chunk_count() == 3  # each row written counted once at least
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert entries.text_generation() == before  # nothing changed, nothing counted
+    write(root / "n0001.md", "# note 1\n\nnew words entirely.\n")
+    (root / "n0002.md").unlink()
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    # note 1: its old row deleted and its new one written; note 2: its row deleted
+    assert entries.text_generation() == before + 3
+
+
+def test_a_word_first_saved_is_found_by_the_next_search(tmp_path: Path) -> None:
+    brain = _text_brain(tmp_path / "home", _library(tmp_path / "lib", 20))
+    query = "zyxwvut tsunami"
+    assert ops.search(brain, ops.SearchInput(query=query, mode="bm25")).hits == []
+    ops.save(brain, ops.SaveInput(title="Zyxwvut", body="The zyxwvut tsunami drill.", force=True))
+    hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25")).hits
+    assert [h.title for h in hits][:1] == ["Zyxwvut"]
+
+
+def test_frequencies_are_kept_until_a_share_of_the_index_changed(tmp_path: Path) -> None:
+    root = _library(tmp_path / "lib", 300)
+    brain = _text_brain(tmp_path / "home", root)
+    store = brain.store
+    stats = TermStats()
+    freqs, total = stats.doc_freqs(store, ["shared", "omega"])
+    assert freqs == {"shared": 300, "omega": 0} and total == 300
+    write(root / "x1.md", "# x1\n\nshared omega.\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    freqs, total = stats.doc_freqs(store, ["shared", "omega"])
+    # one row of 301 changed: "shared" keeps its frequency, a word found nowhere is read again
+    assert freqs == {"shared": 300, "omega": 1} and total == 301
+    for n in range(2, 6):  # more than STALE_SHARE of the index
+        write(root / f"x{n}.md", f"# x{n}\n\nshared omega.\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    freqs, total = stats.doc_freqs(store, ["shared", "omega"])
+    assert freqs == {"shared": 305, "omega": 5} and total == 305
+
+
+def test_rarest_terms_hold_at_most_the_rows_given() -> None:
+    freqs = {"a": 5, "b": 50, "c": 500, "d": 5000}
+    assert rarest(["d", "c", "b", "a"], freqs, 600) == ["a", "b", "c"]
+    assert rarest(["d", "a"], freqs, 4) == []  # not even the rarest fits: score every match
+    assert rarest(["b", "a"], freqs, 600) == []  # every term fits: nothing to leave out
+
+
+def test_bm25_within_the_rare_terms_ranks_as_the_full_query(tmp_path: Path) -> None:
+    brain = _text_brain(tmp_path / "home", _library(tmp_path / "lib", 60, rare_every=7))
+    entries = brain.store.entries
+    full = '"shared" OR "words" OR "quartz"'
+    everything = entries.bm25(full, Filters(), 100, WEIGHTS)
+    within = entries.bm25(full, Filters(), 100, WEIGHTS, within='"quartz"')
+    rare = set(entries.bm25('"quartz"', Filters(), 100, WEIGHTS))
+    assert len(rare) == 9 and set(within) == rare
+    assert within == [cid for cid in everything if cid in rare]  # the same scores, in order
+    # the join taken when filters name metadata scores the same way
+    only = Filters(library_ids=list(entries.library_ids(["notes"]).values()))
+    assert entries.bm25(full, only, 100, WEIGHTS, within='"quartz"') == within
+
+
+def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brain = _text_brain(tmp_path / "home", _library(tmp_path / "lib", 60, rare_every=7))
+    query = "shared words quartz"
+    exact = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
+    monkeypatch.setattr(ftsquery, "RARE_ROWS", 10)
+    analysis = brain.searcher.analyser.analyse(query)
+    assert analysis.rare_expression == '"quartz"'
+    hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+    assert all("quartz" in h.text for h in hits)
+
+
+def test_no_more_searches_run_at_once_than_the_slots(
+    brain: ops.Brain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brain.cfg.search.concurrency = 2
+    brain.save_config()
+    gated = ops.Brain(brain.home)
+    active = peak = 0
+    lock = threading.Lock()
+    bm25 = EntryRepo.bm25
+
+    def counted(self: EntryRepo, *args: object, **kwargs: object) -> list[int]:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        try:
+            time.sleep(0.05)  # long enough for every thread to try to get in
+            return bm25(self, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                active -= 1
+
+    monkeypatch.setattr(EntryRepo, "bm25", counted)
+    errors: list[BaseException] = []
+
+    def search(query: str) -> None:
+        try:
+            ops.search(gated, ops.SearchInput(query=query))
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    queries = ["postgres backup", "redis cache", "cron timezone", "git undo"] * 2
+    threads = [threading.Thread(target=search, args=(q,)) for q in queries]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    assert peak == 2
+    gated.close()
+
+
+def test_an_index_from_before_the_text_generation_gains_it(tmp_path: Path) -> None:
+    from brainmap.store.schema import MIGRATIONS, SCHEMA_VERSION, _sql_slug, connect
+
+    path = tmp_path / "brain.db"
+    conn = connect(path)
+    conn.create_scalar_function("brainmap_slug", _sql_slug, 1, deterministic=True)
+    for version in range(1, 8):
+        conn.execute(MIGRATIONS[version])
+    conn.execute("PRAGMA user_version=7")
+    conn.close()
+    store = Store(path)
+    assert store.db.schema_version() == SCHEMA_VERSION
+    assert store.entries.text_generation() == 0
+    plan = store.db.rows(
+        "EXPLAIN QUERY PLAN SELECT language, count(*) FROM entry GROUP BY language"
+    )
+    assert any("entry_language" in str(row) for row in plan)
+    store.close()
