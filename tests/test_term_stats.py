@@ -80,9 +80,22 @@ def test_frequencies_are_kept_until_a_share_of_the_index_changed(tmp_path: Path)
 
 def test_rarest_terms_hold_at_most_the_rows_given() -> None:
     freqs = {"a": 5, "b": 50, "c": 500, "d": 5000}
-    assert rarest(["d", "c", "b", "a"], freqs, 600) == ["a", "b", "c"]
-    assert rarest(["d", "a"], freqs, 4) == []  # not even the rarest fits: score every match
-    assert rarest(["b", "a"], freqs, 600) == []  # every term fits: nothing to leave out
+    assert rarest(["d", "c", "b", "a"], freqs, 600, 50) == ["a", "b", "c"]
+    assert rarest(["d", "a"], freqs, 4, 1) == []  # not even the rarest fits: score every match
+    assert rarest(["b", "a"], freqs, 600, 1) == []  # every term fits: nothing to leave out
+    assert rarest(["d", "a"], freqs, 600, 50) == []  # 5 chunks are fewer than the 50 wanted
+
+
+def test_frequencies_stay_right_when_the_cache_overflows(tmp_path: Path) -> None:
+    brain = _text_brain(tmp_path / "home", _library(tmp_path / "lib", 12, rare_every=3))
+    stats = TermStats(max_terms=3)
+    assert stats.doc_freqs(brain.store, ["shared", "quartz", "words"])[0] == {
+        "shared": 12, "quartz": 4, "words": 12,
+    }  # fmt: skip
+    # "shared" is known, "topic" and "note" overflow the cache: known ones keep their count
+    assert stats.doc_freqs(brain.store, ["shared", "topic", "note"])[0] == {
+        "shared": 12, "topic": 12, "note": 12,
+    }  # fmt: skip
 
 
 def test_bm25_within_the_rare_terms_ranks_as_the_full_query(tmp_path: Path) -> None:
@@ -106,6 +119,7 @@ def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
     query = "shared words quartz"
     exact = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
     monkeypatch.setattr(ftsquery, "RARE_ROWS", 10)
+    brain.cfg.search.candidates = 5  # the 9 chunks of "quartz" are enough candidates
     analysis = brain.searcher.analyser.analyse(query)
     assert analysis.rare_expression == '"quartz"'
     hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
@@ -173,3 +187,24 @@ def test_an_index_from_before_the_text_generation_gains_it(tmp_path: Path) -> No
     )
     assert any("entry_language" in str(row) for row in plan)
     store.close()
+
+
+def test_rare_terms_never_cut_the_hits_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _library(tmp_path / "lib", 40)
+    write(root / "typo.md", "# typo\n\nshared deploymnet words.\n")
+    other = write(tmp_path / "other" / "only.md", "# only\n\nquartzite shared.\n").parent
+    brain = _text_brain(tmp_path / "home", root)
+    ops.library_add(brain, ops.LibraryAddInput(name="other", path=str(other)))
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    monkeypatch.setattr(ftsquery, "RARE_ROWS", 10)
+    brain.cfg.search.candidates = 1
+    # one chunk holds the rare word: enough candidates, but the rest still come
+    hits = ops.search(brain, ops.SearchInput(query="shared words deploymnet", mode="bm25"))
+    assert len(hits.hits) == 10 and hits.hits[0].title == "typo"
+    # the rare word's only chunk is outside the library searched: every match is scored
+    query = "shared words quartzite"
+    assert '"quartzite"' in (brain.searcher.analyser.analyse(query).rare_expression or "")
+    found = brain.searcher.search(query, mode="bm25", libraries=["notes"], floor=False)
+    assert len(found.hits) == 10  # (no floor: the rarest word is nowhere in this library)

@@ -48,9 +48,10 @@ class QueryAnalysis:
     function_words_only: bool  # "the", "what is it": nothing to match closely
 
 
-def rarest(terms: list[str], freqs: dict[str, int], rows: int) -> list[str]:
-    """The rarest of ``terms`` whose chunks number at most ``rows`` together, when that
-    leaves some term out (else none: scoring every match costs little).
+def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) -> list[str]:
+    """The rarest of ``terms`` whose chunks number at most ``rows`` together, when they hold
+    ``at_least`` (the candidates wanted) and leave some term out; else none (scoring every
+    match costs little, or the rare terms' chunks alone would be too few).
 
     BM25 costs FTS5 about 2 us for every chunk it scores (tldr, 42k chunks): a query of a
     few frequent words scores ten thousand chunks. A chunk that holds none of the rare
@@ -63,7 +64,7 @@ def rarest(terms: list[str], freqs: dict[str, int], rows: int) -> list[str]:
             break
         chosen.append(term)
         held += freqs[term]
-    return chosen if len(chosen) < len(terms) else []
+    return chosen if held >= at_least and len(chosen) < len(terms) else []
 
 
 def idf(df: int, total: int) -> float:
@@ -116,7 +117,7 @@ class QueryAnalyser:
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
         parts = [fts_quote(p) for p in phrases] + [fts_quote(t) for t in keep]
-        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS)
+        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, self.cfg.search.candidates)
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in forms_of_word.items()
@@ -207,12 +208,16 @@ class TermStats:
         there are."""
         state = self.current(store)
         freqs, absent = state.freqs, state.absent
-        missing = [t for t in terms if t not in freqs and t not in absent]
+        with self._lock:  # another thread may clear them between the look and the answer
+            known = {t: freqs[t] for t in terms if t in freqs}
+            missing = [t for t in terms if t not in known and t not in absent]
         if missing:
             found = store.entries.doc_freqs(missing)
-            if len(freqs) + len(absent) + len(missing) > self.max_terms:
-                freqs.clear()
-                absent.clear()
-            freqs.update(found)
-            absent.update(t for t in missing if t not in found)
-        return {t: freqs.get(t, 0) for t in terms}, state.total
+            known.update(found)
+            with self._lock:
+                if len(freqs) + len(absent) + len(missing) > self.max_terms:
+                    freqs.clear()
+                    absent.clear()
+                freqs.update(found)
+                absent.update(t for t in missing if t not in found)
+        return {t: known.get(t, 0) for t in terms}, state.total

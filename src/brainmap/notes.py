@@ -179,8 +179,10 @@ class Notes:
         chosen_type = (type or "").strip().lower()
         # the note's first unit as the index will embed it: the vector found here is the one
         # indexing needs (one embedding per save, not two); embedded before the lock
-        with self.searcher.slots:  # a share of the CPU, as a search has
-            vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
+        # the model call takes a share of the CPU, as a search has
+        vector = self.searcher.embedder.passage(
+            self._first_passage(title, body), remember=True, slots=self.searcher.slots
+        )
         asked, spent = None, None
         reasoner = self.cfg.reasoner
         if reasoner.enabled and reasoner.tags and (not clean_tags or suggest_title):
@@ -194,7 +196,7 @@ class Notes:
             if asked is not None and asked.title and asked.title != title:
                 title = asked.title
                 vector = self.searcher.embedder.passage(
-                    self._first_passage(title, body), remember=True
+                    self._first_passage(title, body), remember=True, slots=self.searcher.slots
                 )
         with self._locks(lib.name, *([old_lib.name] if old_lib else [])):
             neighbours = self.searcher.nearest(vector) if vector is not None else []

@@ -10,7 +10,8 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from brainmap.embedders import MAX_EMBED_CHARS, EmbedderError, load_embedder, model_id_of
 from brainmap.store import VectorCache
@@ -76,19 +77,26 @@ class QueryEmbedder:
         if embedder is not None:
             query_batcher(embedder).clear()
 
-    def passage(self, text: str, *, remember: bool = False) -> np.ndarray | None:
+    def passage(
+        self,
+        text: str,
+        *,
+        remember: bool = False,
+        slots: AbstractContextManager[Any] | None = None,
+    ) -> np.ndarray | None:
         """``text`` embedded as a passage, or None when the embedder is unavailable.
 
         With ``remember``, the vector goes into the vector cache under the text's hash, so
         that indexing a chunk of exactly that text (a note about to be saved) does not embed
-        it again.
+        it again. With ``slots``, the model call (only) runs in one of them.
         """
         embedder = self.load()
         if embedder is None:
             return None
         text = text[:MAX_EMBED_CHARS]
         try:
-            vector: np.ndarray = embedder.passages([text])[0]
+            with slots or nullcontext():
+                vector: np.ndarray = embedder.passages([text])[0]
         except EmbedderError as exc:
             self._error = exc.message
             return None

@@ -308,6 +308,10 @@ class Searcher:
                 bm25_ids = self.store.entries.bm25(
                     analysis.expression, filters, depth, weights, analysis.rare_expression
                 )
+                if analysis.rare_expression and len(bm25_ids) < depth:
+                    # the rare terms' chunks fall outside the filters, or fewer hold them
+                    # than their frequencies said: every match is scored after all
+                    bm25_ids = self.store.entries.bm25(analysis.expression, filters, depth, weights)
         else:  # the terms still pick the snippet
             result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 
@@ -509,7 +513,7 @@ class Searcher:
 def search_slots(cfg: Config) -> threading.Semaphore:
     """How many searches may run at once (``[search] concurrency``; 0: one more than the
     CPUs, so that one waiting on the disk or the model leaves none idle)."""
-    return threading.BoundedSemaphore(cfg.search.concurrency or (os.cpu_count() or 1) + 1)
+    return threading.BoundedSemaphore(cfg.search.concurrency or len(os.sched_getaffinity(0)) + 1)
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

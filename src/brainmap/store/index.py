@@ -88,7 +88,8 @@ class Store:
             ):
                 self.db.conn.execute(sql)
                 total += self.db.conn.changes()
-            self.db.text_changed(total)
+                if sql.startswith("DELETE FROM chunk_fts"):  # chunks count by chunk_text_ad
+                    self.db.text_changed(self.db.conn.changes())
             total += self.graph.remove_orphans()
         return total
 
