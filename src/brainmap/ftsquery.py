@@ -55,7 +55,7 @@ def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) ->
 
     BM25 costs FTS5 about 2 us for every chunk it scores (tldr, 42k chunks): a query of a
     few frequent words scores ten thousand chunks. A chunk that holds none of the rare
-    terms seldom ranks among the best (benchmarks/serve.py has the figures), so only the
+    terms seldom ranks among the best (benchmarks/search_load.py has the figures), so only the
     chunks that hold one are scored, by all the terms."""
     chosen: list[str] = []
     held = 0
@@ -73,7 +73,7 @@ def idf(df: int, total: int) -> float:
 
 
 class QueryAnalyser:
-    """Analyses queries against one store; keeps the index's languages for a while."""
+    """Analyses queries against one store, with the index's figures from ``stats``."""
 
     def __init__(self, cfg: Config, store: Store, stats: TermStats | None = None) -> None:
         self.cfg = cfg
