@@ -441,3 +441,31 @@ def test_odd_input_is_4xx(served: str, method: str, path: str, body: str | None)
     response = httpx.request(method, f"{served}{path}", content=body, headers=headers)
     assert 400 <= response.status_code < 500, response.text
     assert response.headers["content-type"] == "application/problem+json"
+
+
+BLAS_THREADS = """
+import ctypes, glob, os, sys
+from brainmap.__main__ import one_blas_thread
+assert "numpy" not in sys.modules
+one_blas_thread()
+import numpy
+found = glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "*openblas*"))
+if not found:
+    print("no-openblas")
+else:
+    print(ctypes.CDLL(found[0]).scipy_openblas_get_num_threads64_())
+"""
+
+
+@pytest.mark.parametrize(("setting", "threads"), [(None, "1"), ("2", "2")])
+def test_brainmap_gives_blas_one_thread_unless_told(setting: str | None, threads: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = setting
+    if setting and (os.cpu_count() or 1) < int(setting):
+        pytest.skip("OpenBLAS caps its threads at the cores")
+    out = subprocess.run([sys.executable, "-c", BLAS_THREADS], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    if out == "no-openblas":
+        pytest.skip("this numpy has no bundled OpenBLAS to ask")
+    assert out == threads

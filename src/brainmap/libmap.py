@@ -192,6 +192,8 @@ def readable_name(label: str) -> bool:
         return False
     if _PATH_LIKE.search(label):
         return False
+    if ":" not in label:  # a label with letters is an address only as IPv6 (hex and colons)
+        return True
     host, _, port = label.rpartition(":")
     for address in (label, host if port.isdigit() else label, label.strip("[]")):
         try:
