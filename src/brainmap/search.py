@@ -301,17 +301,17 @@ class Searcher:
         analysis = self.analyser.analyse(query)
         if mode != "vector":
             result.terms = analysis.terms
-            if analysis.expression:
+            if analysis.terms:
                 weights = (
                     settings.title_weight, settings.heading_weight, 1.0, settings.forms_weight
                 )  # fmt: skip
                 bm25_ids = self.store.entries.bm25(
-                    analysis.expression, filters, depth, weights, analysis.rare_expression
+                    analysis.terms, filters, depth, weights, analysis.rare_terms or None
                 )
-                if analysis.rare_expression and len(bm25_ids) < depth:
+                if analysis.rare_terms and len(bm25_ids) < depth:
                     # the rare terms' chunks fall outside the filters, or fewer hold them
                     # than their frequencies said: every match is scored after all
-                    bm25_ids = self.store.entries.bm25(analysis.expression, filters, depth, weights)
+                    bm25_ids = self.store.entries.bm25(analysis.terms, filters, depth, weights)
         else:  # the terms still pick the snippet
             result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 

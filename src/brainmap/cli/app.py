@@ -6,6 +6,7 @@ The area modules of this package register their commands on :data:`cli`;
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,8 +37,14 @@ state = State()
     type=click.Path(path_type=Path),
     help="Home folder (config.toml, brain.db). Default: $BRAINMAP_HOME or ~/.brainmap.",
 )
+@click.option(
+    "--db",
+    metavar="URL",
+    help="The index in a PostgreSQL database a team shares (postgresql://...), instead of "
+    "brain.db in the home. Default: $BRAINMAP_DB, else [store] url.",
+)
 @click.version_option(__version__, prog_name="brainmap")
-def cli(home: Path | None) -> None:
+def cli(home: Path | None, db: str | None) -> None:
     """brainmap: markdown libraries -> one SQLite index -> hybrid search, fully offline.
 
     \b
@@ -47,3 +54,7 @@ def cli(home: Path | None) -> None:
       brainmap search "how do I rotate the keys"
     """
     state.home = home
+    if db is not None:
+        if not db.startswith(("postgresql://", "postgres://")):
+            raise click.BadParameter("must be a postgresql:// URL", param_hint="--db")
+        os.environ["BRAINMAP_DB"] = db  # the children this process starts use it too

@@ -53,11 +53,7 @@ class Brain:
             with self._lock:
                 store = self._idle.pop() if self._idle else None
             if store is None:
-                store = (
-                    Store(self.cfg.db_path)
-                    if self._busy_timeout_ms is None
-                    else Store(self.cfg.db_path, self._busy_timeout_ms)
-                )
+                store = self._open_store()
                 with self._lock:
                     self._stores.append(store)
             self._local.store = store
@@ -66,6 +62,16 @@ class Brain:
             # connection closed while others hold locks on the file, until they all close.)
             weakref.finalize(threading.current_thread(), self._idle.append, store)
         return store
+
+    def _open_store(self) -> Store:
+        """A new connection to the index: PostgreSQL when a URL is set, else brain.db."""
+        if self.cfg.store_url:
+            from brainmap.store.postgres.store import PgStore
+
+            return PgStore(self.cfg.store_url)
+        if self._busy_timeout_ms is None:
+            return Store(self.cfg.db_path)
+        return Store(self.cfg.db_path, self._busy_timeout_ms)
 
     @property
     def searcher(self) -> Searcher:

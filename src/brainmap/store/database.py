@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -44,12 +44,19 @@ class Buffer(Protocol):
         """Forget them (the transaction ended)."""
 
 
-class Database:
-    """One connection to ``brain.db`` (migrated when opened); writes go through :meth:`write`."""
+class BaseDatabase:
+    """What both backends' database objects share: nested write transactions, the rows held
+    back until commit (full-text rows, the repositories' buffers), and the reads, built on a
+    backend's :meth:`execute`, :meth:`executemany`, :meth:`columns` and transaction.
 
-    def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self.path = Path(path)
-        self.conn = connect(self.path, busy_timeout_ms)
+    The repositories write their SQL once, in what SQLite and PostgreSQL both understand, with
+    ``?`` (or ``:name``) parameters; the PostgreSQL backend translates those (store.postgres).
+    """
+
+    dialect = ""
+    Error: type[Exception] = Exception  # what a failed statement raises
+
+    def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
         # full-text rows waiting for the end of the transaction, as (entry id, row). FTS5
@@ -58,14 +65,57 @@ class Database:
         # a time left one tiny segment per file to merge; together they make one per batch.
         self.text_rows: list[tuple[str, FtsRow]] = []
         self._buffers: list[Buffer] = []
-        try:
-            migrate(self.conn)
-        except BaseException:
-            self.conn.close()
-            raise
+
+    # what a backend provides
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement (the buffered full-text rows stay buffered); return how many rows
+        it changed."""
+        raise NotImplementedError
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        """Run one statement for each of ``rows``."""
+        raise NotImplementedError
+
+    def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        """Every row of a query, the buffered full-text rows left buffered (for reads that do
+        not touch the full text, inside a write)."""
+        raise NotImplementedError
+
+    def _columns(self, sql: str, params: Params) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _insert_text(self, rows: list[FtsRow]) -> None:
+        """Write full-text rows of chunks (their old rows are gone)."""
+        raise NotImplementedError
+
+    def drop_text(self, chunk_id: int) -> None:
+        """Remove the full-text row of a chunk that stays (it is written again)."""
+        raise NotImplementedError
+
+    def reading(self) -> AbstractContextManager[None]:
+        """One read transaction, so that several queries see the same state (within a write
+        transaction, that one)."""
+        raise NotImplementedError
+
+    def schema_version(self) -> int:
+        """The schema version the database is at."""
+        raise NotImplementedError
+
+    def checkpoint(self) -> None:
+        """Settle bulk work on disk (SQLite: fold the WAL back into the file)."""
+
+    def vacuum(self) -> None:
+        """Give back the space of deleted rows."""
+        raise NotImplementedError
 
     def close(self) -> None:
-        self.conn.close()
+        raise NotImplementedError
+
+    # shared
 
     def add_buffer(self, buffer: Buffer) -> None:
         """Have ``buffer`` flushed before every commit, after the full-text rows."""
@@ -73,7 +123,7 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        """A write transaction; nested calls join the outer one."""
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -84,7 +134,7 @@ class Database:
                 return
             self._depth = 1
             try:
-                with immediate(self.conn):
+                with self._transaction():
                     yield
                     self.flush()
             finally:
@@ -93,18 +143,27 @@ class Database:
                 for buffer in self._buffers:
                     buffer.discard()
 
+    def add_text(self, entry_id: str, row: FtsRow) -> None:
+        """Hold a chunk's full-text row back until the transaction commits (or
+        :meth:`flush_text`)."""
+        self.text_rows.append((entry_id, row))
+
+    def discard_text(self, entry_id: str) -> None:
+        """Forget the held-back full-text rows of one entry (its write failed)."""
+        self.text_rows = [r for r in self.text_rows if r[0] != entry_id]
+
     def flush_text(self) -> None:
         """Insert the buffered full-text rows: before a commit, and before any statement
         that reads the full-text index or deletes chunks in the same transaction."""
         if self.text_rows:
             rows, self.text_rows = self.text_rows, []
-            self.conn.executemany(_INSERT_FTS, [row for _, row in rows])
+            self._insert_text([row for _, row in rows])
             self.text_changed(len(rows))
 
     def text_changed(self, rows: int) -> None:
         """Add ``rows`` to the text generation: that many full-text rows were written or
         deleted in this transaction."""
-        self.conn.execute(_BUMP_TEXT_GEN, (rows,))
+        self.execute(_BUMP_TEXT_GEN, (rows,))
 
     def flush(self) -> None:
         """Insert every row held back (full-text rows, then the repositories' buffers): before
@@ -113,25 +172,11 @@ class Database:
         for buffer in self._buffers:
             buffer.flush()
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """One read transaction, so that several queries see the same state (within a write
-        transaction, that one)."""
-        with self._lock:
-            if not self.conn.getautocommit():
-                yield
-                return
-            self.conn.execute("BEGIN")
-            try:
-                yield
-            finally:
-                self.conn.execute("COMMIT")
-
     def rows(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """Every row of a query (the buffered full-text rows are inserted first)."""
         with self._lock:
             self.flush_text()
-            return self.conn.execute(sql, params).fetchall()
+            return self.fetch(sql, params)
 
     def one(self, sql: str, params: Params = ()) -> Any:
         """The first column of the first row (None when there is no row)."""
@@ -144,23 +189,82 @@ class Database:
         """The column names of a query and its rows (no names when there is no row)."""
         with self._lock:
             self.flush_text()
-            return columns(self.conn, sql, params)
+            return self._columns(sql, params)
 
     def records(
         self, cls: type[R], sql: str, params: Params = (), *, json_columns: Sequence[str] = ()
     ) -> list[R]:
         """The rows of a query as dataclasses of ``cls``, each column set on the field of its
-        name (``json_columns`` are decoded first)."""
+        name (``json_columns`` are decoded first); a column no field is named after is an
+        error."""
+        names, rows = self.columns(sql, params)
+        if not rows:
+            return []
+        build: Callable[[tuple[Any, ...]], R] = row_builder(cls, names, frozenset(json_columns))
+        return [build(row) for row in rows]
+
+
+class Database(BaseDatabase):
+    """One connection to ``brain.db`` (migrated when opened); writes go through :meth:`write`."""
+
+    dialect = "sqlite"
+    Error = apsw.Error
+
+    def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.conn = connect(self.path, busy_timeout_ms)
+        try:
+            migrate(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def execute(self, sql: str, params: Params = ()) -> int:
         with self._lock:
-            self.flush_text()
-            return records(self.conn, cls, sql, params, json_columns=json_columns)
+            self.conn.execute(sql, params)
+            return int(self.conn.changes())
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        with self._lock:
+            self.conn.executemany(sql, rows)
+
+    def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def _columns(self, sql: str, params: Params) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        return columns(self.conn, sql, params)
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return immediate(self.conn)  # BEGIN IMMEDIATE: a deferred read-then-write would fail
+
+    def _insert_text(self, rows: list[FtsRow]) -> None:
+        self.conn.executemany(_INSERT_FTS, rows)
+
+    def drop_text(self, chunk_id: int) -> None:
+        self.conn.execute("DELETE FROM chunk_fts WHERE rowid = ?", (chunk_id,))
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._lock:
+            if not self.conn.getautocommit():
+                yield
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
 
     def schema_version(self) -> int:
         with self._lock:
             return user_version(self.conn)
 
     def checkpoint(self) -> None:
-        """Fold the WAL back into the database file (after bulk work)."""
         with self._lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
@@ -200,7 +304,7 @@ def records(
     names, rows = columns(conn, sql, params)
     if not rows:
         return []
-    build: Callable[[tuple[Any, ...]], R] = _builder(cls, names, frozenset(json_columns))
+    build: Callable[[tuple[Any, ...]], R] = row_builder(cls, names, frozenset(json_columns))
     return [build(row) for row in rows]
 
 
@@ -208,11 +312,11 @@ def records(
 _BUILDERS: dict[tuple[type[Any], tuple[str, ...], frozenset[str]], Callable[..., Any]] = {}
 
 
-def _builder(
+def row_builder(
     cls: type[Any], names: tuple[str, ...], json_columns: frozenset[str]
 ) -> Callable[[tuple[Any, ...]], Any]:
     """How to build ``cls`` from rows with these columns, worked out once per query shape
-    (the search reads build thousands of rows per query)."""
+    (the search reads build thousands of rows per query); both backends' rows are tuples."""
     key = (cls, names, json_columns)
     if key in _BUILDERS:
         return _BUILDERS[key]

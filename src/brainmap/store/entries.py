@@ -8,11 +8,9 @@ from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from typing import Any
 
-import apsw
-
-from brainmap.analysis import ANALYZER_VERSION
+from brainmap.analysis import ANALYZER_VERSION, fts_quote
 from brainmap.keys import EntryRef
-from brainmap.store.database import Database, FtsRow
+from brainmap.store.database import BaseDatabase, FtsRow
 from brainmap.store.facts import FactRepo
 from brainmap.store.graph import GraphRepo
 from brainmap.store.records import (
@@ -47,7 +45,7 @@ class EntryRepo:
     rows, and code files. A file's edges and observations are written through the graph and
     facts repositories, in the file's transaction."""
 
-    def __init__(self, db: Database, graph: GraphRepo, facts: FactRepo) -> None:
+    def __init__(self, db: BaseDatabase, graph: GraphRepo, facts: FactRepo) -> None:
         self.db = db
         self._graph = graph
         self._facts = facts
@@ -57,11 +55,12 @@ class EntryRepo:
     def ensure_library(self, name: str, path: str, scope: str, language: str = "auto") -> int:
         """Insert or update a library row and return its id."""
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 # a new library has no rows to rebuild: it starts at the current analysis
                 "INSERT INTO library(name, path, scope, analyzer, language) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET path = excluded.path, "
-                "scope = excluded.scope WHERE path != excluded.path OR scope != excluded.scope",
+                "scope = excluded.scope WHERE library.path != excluded.path "
+                "OR library.scope != excluded.scope",
                 (name, path, scope, ANALYZER_VERSION, language),
             )
             return int(self.db.one("SELECT id FROM library WHERE name = ?", (name,)))
@@ -85,7 +84,7 @@ class EntryRepo:
                 (name,),
             )
             self.db.flush()  # rows buffered for its files must go too, not fail later
-            self.db.conn.execute("DELETE FROM library WHERE name = ?", (name,))
+            self.db.execute("DELETE FROM library WHERE name = ?", (name,))
             self._restatus(None)  # its entries may have superseded others' (rare: all of them)
         return int(count or 0)
 
@@ -95,11 +94,9 @@ class EntryRepo:
         """Record a finished index run (and, after a full one, the text-analysis version and
         language setting its rows were made with)."""
         with self.db.write():
-            self.db.conn.execute(
-                "UPDATE library SET indexed_at = ? WHERE id = ?", (when, library_id)
-            )
+            self.db.execute("UPDATE library SET indexed_at = ? WHERE id = ?", (when, library_id))
             if analysis is not None:
-                self.db.conn.execute(
+                self.db.execute(
                     "UPDATE library SET analyzer = ?, language = ? WHERE id = ?",
                     (*analysis, library_id),
                 )
@@ -152,7 +149,7 @@ class EntryRepo:
 
     def _touch(self, table: str, row_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 f"UPDATE {table} SET mtime_ns = ?, size = ?, indexed_ns = ? WHERE id = ?",
                 (mtime_ns, size, indexed_ns, row_id),
             )
@@ -176,8 +173,8 @@ class EntryRepo:
         """
         with self.db.write():
             try:
-                c = self.db.conn
-                if new and c.execute("SELECT 1 FROM entry WHERE id = ?", (entry.id,)).fetchall():
+                c = self.db
+                if new and c.fetch("SELECT 1 FROM entry WHERE id = ?", (entry.id,)):
                     new = False  # indexed meanwhile (a save while a reindex runs)
                 if not new:
                     self.db.flush_text()  # its old chunks' rows may still be in the buffer
@@ -217,13 +214,11 @@ class EntryRepo:
                 if not new:  # a new entry has no tags or chunks to compare with (most of a build)
                     c.execute("DELETE FROM entry_tag WHERE entry_id = ?", (entry.id,))
                     old = dict(
-                        c.execute(
-                            "SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,)
-                        )
+                        c.fetch("SELECT id, embed_hash FROM chunk WHERE entry_id = ?", (entry.id,))
                     )
                 if entry.tags:
                     c.executemany(
-                        "INSERT OR IGNORE INTO entry_tag(tag, entry_id) VALUES (?, ?)",
+                        "INSERT INTO entry_tag(tag, entry_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
                         [(tag, entry.id) for tag in entry.tags],
                     )
                 new_ids = {ch.id for ch in chunks}
@@ -239,8 +234,8 @@ class EntryRepo:
                             (ch.ord, ch.line_start, ch.line_end, ch.id),
                         )
                         if rewrite:
-                            c.execute("DELETE FROM chunk_fts WHERE rowid = ?", (ch.id,))
-                            self.db.text_rows.append((entry.id, _fts_row(ch)))
+                            self.db.drop_text(ch.id)
+                            self.db.add_text(entry.id, _fts_row(ch))
                         continue
                     if ch.id in old:
                         c.execute("DELETE FROM chunk WHERE id = ?", (ch.id,))
@@ -250,14 +245,14 @@ class EntryRepo:
                         (ch.id, entry.id, ch.ord, ch.heading, ch.line_start, ch.line_end, ch.text,
                          ch.embed_hash),
                     )  # fmt: skip
-                    self.db.text_rows.append((entry.id, _fts_row(ch)))
+                    self.db.add_text(entry.id, _fts_row(ch))
 
             except Exception:
                 # inside a batch the transaction goes on: leave no half-written entry
                 # for it to commit (no row at all, so the next reindex reads the file)
                 self._graph.discard_owner(entry.id)
-                self.db.text_rows = [r for r in self.db.text_rows if r[0] != entry.id]
-                with suppress(apsw.Error):
+                self.db.discard_text(entry.id)
+                with suppress(self.db.Error):
                     c.execute("DELETE FROM entry WHERE id = ?", (entry.id,))
                 raise
 
@@ -266,7 +261,7 @@ class EntryRepo:
         with self.db.write():
             self.db.flush()  # rows buffered for these entries must go too, not fail later
             touched = self._supersession_neighbours(entry_ids)
-            self.db.conn.executemany("DELETE FROM entry WHERE id = ?", [(i,) for i in entry_ids])
+            self.db.executemany("DELETE FROM entry WHERE id = ?", [(i,) for i in entry_ids])
             self._restatus(touched)
 
     # supersession and status
@@ -298,11 +293,11 @@ class EntryRepo:
         }
         touched = self._supersession_neighbours([entry.id]) if not new else set()
         if not new:
-            self.db.conn.execute("DELETE FROM supersession WHERE entry_id = ?", (entry.id,))
+            self.db.execute("DELETE FROM supersession WHERE entry_id = ?", (entry.id,))
         if links:
-            self.db.conn.executemany(
-                "INSERT OR IGNORE INTO supersession(entry_id, role, library, slug) "
-                "VALUES (?, ?, ?, ?)",
+            self.db.executemany(
+                "INSERT INTO supersession(entry_id, role, library, slug) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [(entry.id, *link) for link in links],
             )
             touched |= self._supersession_neighbours([entry.id])
@@ -317,7 +312,7 @@ class EntryRepo:
         for part in batched(list(entry_ids)):
             out.update(
                 str(r[0])
-                for r in self.db.conn.execute(
+                for r in self.db.fetch(
                     "SELECT o.id FROM supersession s JOIN library l ON l.name = s.library "
                     "JOIN entry o ON o.library_id = l.id AND o.slug = s.slug "
                     f"WHERE s.role = 'supersedes' AND s.entry_id IN ({marks(len(part))}) "
@@ -332,7 +327,7 @@ class EntryRepo:
     def _named_by_replacement(self, library: str, slug: str) -> set[str]:
         return {
             str(r[0])
-            for r in self.db.conn.execute(
+            for r in self.db.fetch(
                 "SELECT entry_id FROM supersession WHERE slug = ? AND library = ? "
                 "AND role = 'superseded_by'",
                 (slug, library),
@@ -342,12 +337,12 @@ class EntryRepo:
     def _restatus(self, entry_ids: Iterable[str] | None) -> None:
         """Recompute the effective status of these entries (None: of every entry)."""
         if entry_ids is None:
-            self.db.conn.execute(
+            self.db.execute(
                 f"UPDATE entry AS x SET status = {self._STATUS} WHERE status != {self._STATUS}"
             )
             return
         for part in batched(sorted(entry_ids)):
-            self.db.conn.execute(
+            self.db.execute(
                 f"UPDATE entry AS x SET status = {self._STATUS} "
                 f"WHERE id IN ({marks(len(part))}) AND status != {self._STATUS}",
                 part,
@@ -374,18 +369,18 @@ class EntryRepo:
             "FROM entry x JOIN library xl ON xl.id = x.library_id "
             "JOIN supersession s ON s.role = 'supersedes' AND s.slug = x.slug "
             "AND s.library = xl.name JOIN entry n ON n.id = s.entry_id "
-            "JOIN library l ON l.id = n.library_id WHERE x.id = ?1 AND n.id != x.id "
+            "JOIN library l ON l.id = n.library_id WHERE x.id = ? AND n.id != x.id "
             "UNION SELECT CASE s.role WHEN 'supersedes' THEN 'supersedes' "
             "ELSE 'superseded_by' END, n.id, l.name, n.path, n.title, n.status "
             "FROM supersession s JOIN library l ON l.name = s.library "
             "JOIN entry n ON n.library_id = l.id AND n.slug = s.slug "
-            "WHERE s.entry_id = ?1 AND n.id != ?1 "
+            "WHERE s.entry_id = ? AND n.id != ? "
             "UNION SELECT 'supersedes', n.id, l.name, n.path, n.title, n.status "
             "FROM entry x JOIN library xl ON xl.id = x.library_id "
             "JOIN supersession s ON s.role = 'superseded_by' AND s.slug = x.slug "
             "AND s.library = xl.name JOIN entry n ON n.id = s.entry_id "
-            "JOIN library l ON l.id = n.library_id WHERE x.id = ?1 AND n.id != x.id",
-            (entry_id,),
+            "JOIN library l ON l.id = n.library_id WHERE x.id = ? AND n.id != x.id",
+            (entry_id,) * 4,
         )
         out: dict[str, list[dict[str, str]]] = {
             "supersedes": [],
@@ -480,9 +475,9 @@ class EntryRepo:
     ) -> None:
         """Remember why a file was not indexed, and its stat (so it is not re-read unchanged)."""
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 "INSERT INTO skipped(library_id, path, reason, at, mtime_ns, size) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE SET reason = excluded.reason, "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(library_id, path) DO UPDATE SET reason = excluded.reason, "
                 "at = excluded.at, mtime_ns = excluded.mtime_ns, size = excluded.size",
                 (library_id, path, reason, when, mtime_ns, size),
             )
@@ -500,7 +495,7 @@ class EntryRepo:
         with self.db.write():
             rows = self.db.rows("SELECT path FROM skipped WHERE library_id = ?", (library_id,))
             stale = [(library_id, p) for (p,) in rows if p not in keep]
-            self.db.conn.executemany("DELETE FROM skipped WHERE library_id = ? AND path = ?", stale)
+            self.db.executemany("DELETE FROM skipped WHERE library_id = ? AND path = ?", stale)
 
     def skipped(self) -> list[tuple[str, str, str]]:
         """(library, path, reason) of files that could not be indexed."""
@@ -532,7 +527,7 @@ class EntryRepo:
         """Insert or replace a code file with its breadcrumb edges and, for a config file,
         its observations."""
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 "INSERT INTO code_file(id, library_id, path, content_hash, blob, mtime_ns, size, "
                 "indexed_ns, observed_at, source_rev) VALUES (?,?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET content_hash = excluded.content_hash, "
@@ -550,14 +545,14 @@ class EntryRepo:
                 )
             except Exception:  # leave no half-written file: no row, so the next run reads it
                 self._graph.discard_owner(record.id)
-                with suppress(apsw.Error):
-                    self.db.conn.execute("DELETE FROM code_file WHERE id = ?", (record.id,))
+                with suppress(self.db.Error):
+                    self.db.execute("DELETE FROM code_file WHERE id = ?", (record.id,))
                 raise
 
     def delete_code_files(self, ids: Sequence[str]) -> None:
         with self.db.write():
             self.db.flush()  # rows buffered for these files must go too, not fail later
-            self.db.conn.executemany("DELETE FROM code_file WHERE id = ?", [(i,) for i in ids])
+            self.db.executemany("DELETE FROM code_file WHERE id = ?", [(i,) for i in ids])
 
     # search
 
@@ -578,15 +573,17 @@ class EntryRepo:
 
     def bm25(
         self,
-        match: str,
+        terms: Sequence[str],
         filters: Filters,
         limit: int,
         weights: tuple[float, ...],
-        within: str | None = None,
+        within: Sequence[str] | None = None,
     ) -> list[int]:
-        """Chunk ids matching an FTS5 expression, best BM25 first. ``weights`` are those of
-        the title, heading, body and forms columns (missing ones weigh 1). With ``within``,
-        only the chunks that also match that expression are scored."""
+        """Chunk ids matching any of ``terms`` (folded words, or phrases of them joined by
+        spaces), best BM25 first. ``weights`` are those of the title, heading, body and forms
+        columns (missing ones weigh 1). With ``within``, only the chunks that also match one
+        of those terms are scored."""
+        match = fts_expression(terms)
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
         # `+rowid` keeps the candidates out of FTS5's own plan: offered as rowid = ?, each
@@ -594,8 +591,8 @@ class EntryRepo:
         scored = "" if within is None else (
             " AND +{rowid} IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?)"
         )  # fmt: skip
-        extra = [] if within is None else [within]
-        if filters.metadata_sql()[0] == "1":
+        extra = [] if within is None else [fts_expression(within)]
+        if filters.metadata_sql()[0] == "TRUE":
             # no join per match: the few inactive entries' chunks are left out by one set
             # (the partial index entry_inactive finds them), read once per query
             inactive = (
@@ -677,7 +674,7 @@ class EntryRepo:
     def compact_text(self) -> None:
         """Merge the full-text index's segments into one (after bulk writes)."""
         with self.db.write():
-            self.db.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('optimize')")
+            self.db.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('optimize')")
 
     # by slug; due for re-verification
 
@@ -705,6 +702,12 @@ class EntryRepo:
             (before, *library_ids, *([project] if project is not None else [])),
         )
         return [tuple(str(v) for v in r) for r in rows]
+
+
+def fts_expression(terms: Sequence[str]) -> str:
+    """The FTS5 expression matching any of ``terms`` (each quoted: no operator inside is
+    read as one)."""
+    return " OR ".join(fts_quote(t) for t in terms)
 
 
 def _target(ref: str, library: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from brainmap.store.database import Database
+from brainmap.store.database import BaseDatabase
 from brainmap.store.graph import GraphRepo
 from brainmap.store.records import EdgeRecord, FactRow, NodeRecord, ObservationRecord
 from brainmap.store.schema import marks
@@ -31,7 +31,7 @@ class FactRepo:
     """Observations and assertions (pairing itself is ``brainmap.facts.pairing``). An entry's or code
     file's observations are written by the entry repository in its transaction."""
 
-    def __init__(self, db: Database, graph: GraphRepo) -> None:
+    def __init__(self, db: BaseDatabase, graph: GraphRepo) -> None:
         self.db = db
         self._graph = graph  # assertions name nodes
 
@@ -47,12 +47,12 @@ class FactRepo:
         """Write a source's observations in the caller's transaction (``owner_column`` is
         entry_id, code_id or unit); with ``replace`` its earlier ones go first."""
         if replace:
-            self.db.conn.execute(
+            self.db.execute(
                 f"DELETE FROM observation WHERE library_id = ? AND {owner_column} = ?",
                 (library_id, owner),
             )
         if records:
-            self.db.conn.executemany(
+            self.db.executemany(
                 f"INSERT INTO observation(library_id, {owner_column}, subject, predicate, object,"
                 " kind, method, path, line, observed_at, source_rev, props) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -108,11 +108,11 @@ class FactRepo:
         """Replace a library's assertions in one transaction, remembering the digest of the
         observations they were paired from."""
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 "DELETE FROM edge WHERE library_id = ? AND root = ?", (library_id, FACTS_ROOT)
             )
             self._graph.upsert_nodes(nodes)
-            self.db.conn.executemany(
+            self.db.executemany(
                 "INSERT INTO edge(subject, predicate, object, root, confidence, library_id, "
                 "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [
@@ -121,7 +121,7 @@ class FactRepo:
                     for e in edges
                 ],
             )  # fmt: skip
-            self.db.conn.execute(
+            self.db.execute(
                 "INSERT INTO fact_pairing(library_id, digest, at) VALUES (?, ?, ?) "
                 "ON CONFLICT(library_id) DO UPDATE SET digest = excluded.digest, at = excluded.at",
                 (library_id, digest, when),

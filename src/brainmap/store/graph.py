@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from brainmap.store.database import Database
+from brainmap.store.database import BaseDatabase
 from brainmap.store.records import EDGE_SELECT, EdgeRow, Graph, NodeRecord
 from brainmap.store.schema import batched, marks
 
@@ -38,7 +38,7 @@ _ORPHAN_NODES = (
 class GraphRepo:
     """Nodes and edges (SQL only here; walking the graph is ``brainmap.graph``)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BaseDatabase) -> None:
         self.db = db
         # graph rows waiting for the end of the transaction: (owner column, owner, library, rows)
         self._pending: list[tuple[str, str | None, int, Graph]] = []
@@ -63,7 +63,7 @@ class GraphRepo:
         """
         if replace and owner is not None:
             self.discard_owner(owner)
-            self.db.conn.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
+            self.db.execute(f"DELETE FROM edge WHERE {owner_column} = ?", (owner,))
         self._pending.append((owner_column, owner, library_id, graph))
 
     def discard_owner(self, owner: str) -> None:
@@ -77,7 +77,7 @@ class GraphRepo:
             return
         self.upsert_nodes([n for *_, g in pending for n in g.nodes])
         for column in ("entry_id", "code_id"):
-            self.db.conn.executemany(
+            self.db.executemany(
                 f"INSERT INTO edge(subject, predicate, object, library_id, {column}, "
                 "source_uri, line, observed_at, source_rev, props) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [
@@ -96,10 +96,10 @@ class GraphRepo:
     def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
         """Insert nodes in the caller's transaction; for a key already there, the smallest
         label (with its props) wins, so that the order of writes does not matter."""
-        self.db.conn.executemany(
+        self.db.executemany(
             "INSERT INTO node(key, kind, label, props) VALUES (?, ?, ?, ?) ON CONFLICT(key) "
             "DO UPDATE SET label = excluded.label, props = excluded.props "
-            "WHERE excluded.label < label",
+            "WHERE excluded.label < node.label",
             [(n.key, n.kind, n.label, _json(n.props)) for n in nodes],
         )
 
@@ -140,26 +140,26 @@ class GraphRepo:
         imported: (repository, folder prefix, file filters)."""
         repo, prefix, filters = source
         with self.db.write():
-            self.db.conn.execute(
+            self.db.execute(
                 "INSERT INTO git_import(library_id, repo, prefix, filters, head, commits, at) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, (SELECT count(*) FROM edge WHERE library_id = ?1 "
-                "AND predicate = ?7 AND entry_id IS NULL AND code_id IS NULL), ?6) "
+                "VALUES (?, ?, ?, ?, ?, (SELECT count(*) FROM edge WHERE library_id = ? "
+                "AND predicate = ? AND entry_id IS NULL AND code_id IS NULL), ?) "
                 "ON CONFLICT(library_id) DO UPDATE SET repo = excluded.repo, "
                 "prefix = excluded.prefix, filters = excluded.filters, head = excluded.head, "
                 "commits = excluded.commits, at = excluded.at",
-                (library_id, repo, prefix, filters, head, when, AUTHORED_BY),
+                (library_id, repo, prefix, filters, head, library_id, AUTHORED_BY, when),
             )
 
     def forget_git_history(self, library_id: int) -> None:
         """Drop a library's imported history (the library moved, or its file globs changed)."""
         with self.db.write():
             self.flush()
-            self.db.conn.execute(
+            self.db.execute(
                 "DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL AND code_id IS NULL "
                 "AND predicate IN (?, ?)",
                 (library_id, HAS_VERSION, AUTHORED_BY),
             )
-            self.db.conn.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
+            self.db.execute("DELETE FROM git_import WHERE library_id = ?", (library_id,))
 
     def imported_commit_keys(self, library_id: int) -> set[str]:
         """Every commit of the library's imported history."""
@@ -176,12 +176,12 @@ class GraphRepo:
         with self.db.write():
             for part in batched(list(keys)):
                 for column in ("subject", "object"):
-                    self.db.conn.execute(
+                    deleted = self.db.execute(
                         f"DELETE FROM edge WHERE library_id = ? AND entry_id IS NULL "
                         f"AND code_id IS NULL AND {column} IN ({marks(len(part))})",
                         [library_id, *part],
                     )
-                    removed += self.db.conn.changes() if column == "subject" else 0
+                    removed += deleted if column == "subject" else 0
         return removed
 
     def commit_for_blob(self, file_key: str, blob: str) -> str | None:
@@ -199,22 +199,21 @@ class GraphRepo:
         changed = 0
         with self.db.write():
             for table in ("entry", "code_file"):
-                self.db.conn.execute(
+                changed += self.db.execute(
                     f"UPDATE {table} AS t SET source_rev = v.rev FROM ("
                     f"  SELECT t2.id AS id, (SELECT substr(g.object, 8) FROM edge g"
                     f"    WHERE g.subject = 'file:' || ? || '/' || t2.path AND g.predicate = ?"
                     f"    AND json_extract(g.props, '$.blob') = t2.blob"
                     f"    ORDER BY g.observed_at DESC LIMIT 1) AS rev"
                     f"  FROM {table} t2 WHERE t2.library_id = ?) AS v "
-                    f"WHERE t.id = v.id AND v.rev IS NOT NULL AND t.source_rev IS NOT v.rev",
+                    f"WHERE t.id = v.id AND v.rev IS NOT NULL AND t.source_rev IS DISTINCT FROM v.rev",
                     (library, HAS_VERSION, library_id),
                 )
-                changed += self.db.conn.changes()
             for table, column in (("entry", "entry_id"), ("code_file", "code_id")):
-                self.db.conn.execute(
+                self.db.execute(
                     f"UPDATE edge SET source_rev = t.source_rev FROM {table} t "
                     f"WHERE edge.{column} = t.id AND t.library_id = ? "
-                    "AND edge.source_rev IS NOT t.source_rev",
+                    "AND edge.source_rev IS DISTINCT FROM t.source_rev",
                     (library_id,),
                 )
         return changed
@@ -234,7 +233,7 @@ class GraphRepo:
         rows = self.db.rows(
             "SELECT e.id, l.name, e.path, e.blob, e.source_rev, v.object, v.observed_at, "
             "json_extract(v.props, '$.blob') FROM entry e JOIN library l ON l.id = e.library_id "
-            "JOIN edge v ON v.rowid = (SELECT g.rowid FROM edge g WHERE g.subject = "
+            "JOIN edge v ON v.id = (SELECT g.id FROM edge g WHERE g.subject = "
             "'file:' || l.name || '/' || e.path AND g.predicate = ? "
             "ORDER BY g.observed_at DESC LIMIT 1) "
             f"WHERE e.library_id IN ({marks(len(library_ids))}) ORDER BY l.name, e.path",
@@ -306,7 +305,7 @@ class GraphRepo:
     def keys_labelled(self, label: str) -> list[str]:
         """The keys of the nodes whose label is ``label`` (any case), structural kinds apart."""
         rows = self.db.rows(
-            "SELECT key FROM node WHERE label = ? COLLATE NOCASE "
+            "SELECT key FROM node WHERE lower(label) = lower(?) "
             "AND kind NOT IN ('entry', 'file', 'commit', 'slug')",
             (label,),
         )
@@ -342,8 +341,7 @@ class GraphRepo:
                 f"DELETE FROM edge WHERE {_ORPHAN_EDGES}",
                 f"DELETE FROM node WHERE {_ORPHAN_NODES}",
             ):
-                self.db.conn.execute(sql)
-                total += self.db.conn.changes()
+                total += self.db.execute(sql)
         return total
 
     def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:

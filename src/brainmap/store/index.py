@@ -7,7 +7,7 @@ from typing import Any
 
 import apsw
 
-from brainmap.store.database import Database
+from brainmap.store.database import BaseDatabase, Database
 from brainmap.store.entries import EntryRepo
 from brainmap.store.facts import FactRepo
 from brainmap.store.graph import GraphRepo
@@ -20,6 +20,8 @@ class Store:
     """The index in ``brain.db``: ``db`` (the connection, ``write()`` transactions) and the
     repositories over it, ``entries``, ``vectors``, ``graph``, ``facts`` and ``maps``; what
     reads or checks the whole database is here."""
+
+    db: BaseDatabase
 
     def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.db = Database(path, busy_timeout_ms)
@@ -58,7 +60,7 @@ class Store:
         problems = [r[0] for r in self.db.rows("PRAGMA quick_check") if r[0] != "ok"]
         try:
             with self.db.write():
-                self.db.conn.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')")
+                self.db.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')")
         except apsw.BusyError:
             raise
         except apsw.Error as exc:
@@ -86,10 +88,10 @@ class Store:
                 "DELETE FROM chunk_vec WHERE chunk_id NOT IN (SELECT id FROM chunk)",
                 "DELETE FROM entry WHERE library_id NOT IN (SELECT id FROM library)",
             ):
-                self.db.conn.execute(sql)
-                total += self.db.conn.changes()
+                deleted = self.db.execute(sql)
+                total += deleted
                 if sql.startswith("DELETE FROM chunk_fts"):  # chunks count by chunk_text_ad
-                    self.db.text_changed(self.db.conn.changes())
+                    self.db.text_changed(deleted)
             total += self.graph.remove_orphans()
         return total
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brainmap.store.database import Database
+from brainmap.store.database import BaseDatabase
 from brainmap.store.schema import batched, marks
 
 # Node kinds that are structure, not subject matter: they are never a library's top entities
@@ -89,7 +89,7 @@ class MapRepo:
     """What a library's map block is computed from, and the blocks (what goes into a block
     is ``brainmap.libmap``)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BaseDatabase) -> None:
         self.db = db
 
     # what a block is made of
@@ -210,7 +210,7 @@ class MapRepo:
             for block in new:
                 if not self._put_block(block):
                     dropped.append(block.library_id)
-            self.db.conn.executemany(
+            self.db.executemany(
                 "UPDATE map_block SET state = ?, partners = ? WHERE id = ? AND status = 'active'",
                 [(state, partners, bid) for bid, state, partners in kept],
             )
@@ -223,18 +223,18 @@ class MapRepo:
         )
         if active != block.replaces:
             return False
-        self.db.conn.execute(
+        self.db.execute(
             "UPDATE map_block SET status = 'superseded' WHERE library_id = ? AND status = 'active'",
             (lib,),
         )
-        self.db.conn.execute(
+        self.db.execute(
             "INSERT INTO map_block(library_id, status, created_at, fingerprint, state, block, "
             "partners, model, vec, centroid, centroid_n) "
             "VALUES (?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (lib, block.created_at, block.fingerprint, block.state, block.block, block.partners,
              vectors.model, vectors.sentence, vectors.centroid, vectors.centroid_n),
         )  # fmt: skip
-        self.db.conn.execute(
+        self.db.execute(
             "DELETE FROM map_block WHERE library_id = ? AND status = 'superseded' AND id NOT IN "
             "(SELECT id FROM map_block WHERE library_id = ? AND status = 'superseded' "
             "ORDER BY id DESC LIMIT ?)",
@@ -264,14 +264,14 @@ class MapRepo:
         """Replace the vectors of a block (computed before the library's chunks had theirs)."""
         with self.db.write():
             self._bump()
-            self.db.conn.execute(
+            self.db.execute(
                 "UPDATE map_block SET model = ?, vec = ?, centroid = ?, centroid_n = ? "
                 "WHERE id = ?",
                 (vectors.model, vectors.sentence, vectors.centroid, vectors.centroid_n, block_id),
             )
 
     def _bump(self) -> None:
-        self.db.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'map_gen'")
+        self.db.execute("UPDATE meta SET value = value + 1 WHERE key = 'map_gen'")
 
     def generation(self) -> tuple[int, int]:
         """Changes whenever a block or its vectors are written, or a library (with its

@@ -191,10 +191,10 @@ class Filters:
         if self.include_inactive:
             return where, params
         active = "e.status = 'active'"
-        return (active if where == "1" else f"{where} AND {active}"), params
+        return (active if where == "TRUE" else f"{where} AND {active}"), params
 
     def metadata_sql(self) -> tuple[str, list[Any]]:
-        """The conditions on ``e`` but the status ("1" when there are none)."""
+        """The conditions on ``e`` but the status ("TRUE" when there are none)."""
         clauses: list[str] = []
         params: list[Any] = []
         if self.library_ids is not None:
@@ -221,7 +221,7 @@ class Filters:
         if self.not_types:
             clauses.append(f"e.type NOT IN ({marks(len(self.not_types))})")
             params += self.not_types
-        return " AND ".join(clauses) or "1", params
+        return " AND ".join(clauses) or "TRUE", params
 
 
 def chunk_scope(

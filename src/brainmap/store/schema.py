@@ -484,4 +484,6 @@ def batched(items: Sequence[Any], size: int = _SQL_VARS) -> Iterator[Sequence[An
 
 
 def marks(n: int) -> str:
-    return ",".join("?" * n)
+    """``n`` parameters for ``IN (...)``; none is ``NULL`` (PostgreSQL has no empty list, and
+    ``IN (NULL)`` holds for no row in either database)."""
+    return ",".join("?" * n) if n else "NULL"

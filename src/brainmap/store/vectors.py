@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from brainmap.store.database import Database
+from brainmap.store.database import BaseDatabase
 from brainmap.store.records import PendingChunk, VectorRows, chunk_scope
 from brainmap.store.schema import batched, marks
 
@@ -13,8 +13,20 @@ from brainmap.store.schema import batched, marks
 class VectorRepo:
     """The vectors of chunks, per embedding model; a change log lets searchers catch up."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BaseDatabase) -> None:
         self.db = db
+
+    # how a vector is stored: SQLite keeps its float32 bytes as they are
+
+    def _stored(self, vector: bytes) -> Any:
+        return vector
+
+    def _read(self, value: Any) -> bytes:
+        return bytes(value)
+
+    def _joined(self, rows: Sequence[tuple[Any, ...]]) -> bytes:
+        """The vectors of rows (chunk id, library id, vector) as one run of bytes."""
+        return b"".join(r[2] for r in rows)
 
     def pending_chunks(
         self,
@@ -56,13 +68,11 @@ class VectorRepo:
     def put(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
         """Store ``(chunk_id, library_id, vector bytes)`` for ``model``, replacing older ones."""
         with self.db.write():
-            self.db.conn.executemany(
-                "DELETE FROM chunk_vec WHERE chunk_id = ?", [(r[0],) for r in rows]
-            )
-            self.db.conn.executemany(
+            self.db.executemany("DELETE FROM chunk_vec WHERE chunk_id = ?", [(r[0],) for r in rows])
+            self.db.executemany(
                 "INSERT INTO chunk_vec(chunk_id, library_id, model, vec) "
                 "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunk WHERE id = ?)",
-                [(cid, lib, model, vec, cid) for cid, lib, vec in rows],
+                [(cid, lib, model, self._stored(vec), cid) for cid, lib, vec in rows],
             )
 
     def generation(self) -> int:
@@ -78,7 +88,7 @@ class VectorRepo:
                 (model,),
             )
         return VectorRows(
-            generation, [r[0] for r in rows], [r[1] for r in rows], b"".join(r[2] for r in rows)
+            generation, [r[0] for r in rows], [r[1] for r in rows], self._joined(rows)
         )
 
     def changes(self, model: str, since: int, limit: int) -> VectorRows | None:
@@ -108,7 +118,7 @@ class VectorRepo:
                 )
         return VectorRows(
             generation, [r[0] for r in rows], [r[1] for r in rows],
-            b"".join(r[2] for r in rows), since, touched,
+            self._joined(rows), since, touched,
         )  # fmt: skip
 
     def models(self) -> dict[str, int]:
@@ -116,8 +126,7 @@ class VectorRepo:
 
     def delete_except(self, model: str) -> int:
         with self.db.write():
-            self.db.conn.execute("DELETE FROM chunk_vec WHERE model != ?", (model,))
-            return int(self.db.conn.changes())
+            return self.db.execute("DELETE FROM chunk_vec WHERE model != ?", (model,))
 
     def embed_hashes(self) -> set[str]:
         return {r[0] for r in self.db.rows("SELECT DISTINCT embed_hash FROM chunk")}
@@ -127,7 +136,7 @@ class VectorRepo:
         rows = self.db.rows(
             "SELECT vec FROM chunk_vec WHERE library_id = ? AND model = ?", (library_id, model)
         )
-        return [bytes(r[0]) for r in rows]
+        return [self._read(r[0]) for r in rows]
 
     def counts(self, model: str, library_id: int | None = None) -> dict[str, int]:
         """Library name -> how many chunk vectors of this model it has (one library's only,
@@ -135,7 +144,7 @@ class VectorRepo:
         only = "" if library_id is None else " AND v.library_id = ?"
         rows = self.db.rows(
             "SELECT l.name, count(*) FROM chunk_vec v JOIN library l ON l.id = v.library_id "
-            f"WHERE v.model = ?{only} GROUP BY v.library_id",
+            f"WHERE v.model = ?{only} GROUP BY l.id",
             (model,) if library_id is None else (model, library_id),
         )
         return {str(name): int(n) for name, n in rows}

@@ -1,0 +1,152 @@
+"""What PostgreSQL does otherwise than SQLite in the repositories: full-text scoring over
+``tsvector`` (BM25 as FTS5 computes it) and vectors in pgvector's type. Every other method is
+the SQLite repository's own, over :class:`~brainmap.store.postgres.database.PgDatabase`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from brainmap.store.entries import EntryRepo
+from brainmap.store.postgres.database import clip
+from brainmap.store.records import Filters
+from brainmap.store.vectors import VectorRepo
+
+# FTS5's bm25() constants (fts5_aux.c)
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6
+WEIGHT_INDEX = {"A": 0, "B": 1, "C": 2, "D": 3}
+
+
+def lexeme(word: str) -> str:
+    """A folded word as a tsquery operand (quoted: nothing inside is an operator)."""
+    return "'" + clip(word).replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsquery(terms: Sequence[str]) -> str:
+    """The tsquery matching any of ``terms``: a word, or a phrase of words in a row."""
+    return " | ".join(
+        "(" + " <-> ".join(lexeme(w) for w in term.split()) + ")" for term in terms if term.split()
+    )
+
+
+class PgEntryRepo(EntryRepo):
+    """The entry repository over PostgreSQL: BM25 over the chunks' ``tsv``, computed as
+    FTS5's bm25() does, so that both backends rank alike."""
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks contain each term (terms already folded; those in none left out)."""
+        if not terms:
+            return {}
+        rows = self.db.fetch(
+            "SELECT t, (SELECT count(*) FROM chunk WHERE tsv @@ t::tsquery) "
+            "FROM unnest(?::text[]) AS t",
+            ([lexeme(t) for t in terms],),
+        )
+        counts = {term: int(n) for (_, n), term in zip(rows, terms, strict=True)}
+        return {term: n for term, n in counts.items() if n}
+
+    def _phrase_freqs(self, phrases: Sequence[str]) -> dict[str, int]:
+        if not phrases:
+            return {}
+        rows = self.db.fetch(
+            "SELECT (SELECT count(*) FROM chunk WHERE tsv @@ t::tsquery) "
+            "FROM unnest(?::text[]) WITH ORDINALITY AS q(t, n) ORDER BY n",
+            ([tsquery([p]) for p in phrases],),
+        )
+        return {p: int(r[0]) for p, r in zip(phrases, rows, strict=True)}
+
+    def bm25(
+        self,
+        terms: Sequence[str],
+        filters: Filters,
+        limit: int,
+        weights: tuple[float, ...],
+        within: Sequence[str] | None = None,
+    ) -> list[int]:
+        terms = list(
+            dict.fromkeys(" ".join(clip(w) for w in t.split()) for t in terms if t.split())
+        )
+        if not terms:
+            return []
+        weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
+        where, params = filters.sql()
+        words = sorted({w for t in terms for w in t.split()})
+        rare = "" if not within else " AND c.tsv @@ ?::tsquery"
+        rows = self.db.fetch(
+            "SELECT c.id, c.words, u.lexeme, u.positions, u.weights "
+            "FROM chunk c JOIN entry e ON e.id = c.entry_id CROSS JOIN LATERAL unnest(c.tsv) u "
+            f"WHERE c.tsv @@ ?::tsquery{rare} AND {where} AND u.lexeme = ANY(?::text[])",
+            [tsquery(terms), *([tsquery(within)] if within else []), *params, words],
+        )
+        if not rows:
+            return []
+        chunks, total_words = self._sizes()
+        average = total_words / max(chunks, 1)
+        single = [t for t in terms if " " not in t.strip()]
+        phrases = [t for t in terms if " " in t.strip()]
+        hits = {**self.doc_freqs(single), **self._phrase_freqs(phrases)}
+        idf = {t: max(math.log((chunks - hits.get(t, 0) + 0.5) / (hits.get(t, 0) + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
+        found: dict[int, tuple[int, dict[str, list[tuple[int, str]]]]] = {}
+        for chunk_id, length, word, positions, marks in rows:
+            entry = found.setdefault(int(chunk_id), (int(length), {}))
+            entry[1][word] = list(zip(positions, marks, strict=True))
+        scored: list[tuple[float, int]] = []
+        for chunk_id, (length, occurrences) in found.items():
+            norm = K1 * (1 - B + B * length / average)
+            score = 0.0
+            for term in terms:
+                freq = _frequency(term.split(), occurrences, weights)
+                if freq:
+                    score += idf[term] * freq * (K1 + 1) / (freq + norm)
+            scored.append((-score, chunk_id))
+        scored.sort()
+        return [chunk_id for _, chunk_id in scored[:limit]]
+
+    def _sizes(self) -> tuple[int, int]:
+        """(chunks with full text, their words in all): BM25's N and average length."""
+        row = self.db.fetch("SELECT count(*), coalesce(sum(words), 0) FROM chunk WHERE tsv IS NOT NULL")  # fmt: skip
+        return int(row[0][0]), int(row[0][1])
+
+    def compact_text(self) -> None:
+        """Nothing to merge: a GIN index has no segments (VACUUM tidies its pending list)."""
+
+
+def _frequency(
+    words: list[str], occurrences: dict[str, list[tuple[int, str]]], weights: Sequence[float]
+) -> float:
+    """A term's weighted frequency in one chunk, as FTS5 counts a phrase: every place its
+    words stand in a row, weighted by the column of the first."""
+    first = occurrences.get(words[0])
+    if not first:
+        return 0.0
+    if len(words) == 1:
+        return sum(weights[WEIGHT_INDEX[mark]] for _, mark in first)
+    rest = [{p for p, _ in occurrences.get(w, ())} for w in words[1:]]
+    return sum(
+        weights[WEIGHT_INDEX[mark]]
+        for position, mark in first
+        if all(position + i + 1 in at for i, at in enumerate(rest))
+    )
+
+
+class PgVectorRepo(VectorRepo):
+    """Chunk vectors in pgvector's ``vector`` type; they go in and come out as the float32
+    bytes the SQLite repository stores."""
+
+    def _stored(self, vector: bytes) -> Any:
+        import numpy as np
+        from pgvector import Vector
+
+        return Vector(np.frombuffer(vector, dtype=np.float32))
+
+    def _read(self, value: Any) -> bytes:
+        import numpy as np
+
+        return np.asarray(value.to_numpy(), dtype=np.float32).tobytes()
+
+    def _joined(self, rows: Sequence[tuple[Any, ...]]) -> bytes:
+        return b"".join(self._read(r[2]) for r in rows)

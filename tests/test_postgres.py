@@ -1,0 +1,182 @@
+"""The PostgreSQL backend on a real server (tests/pg_server.py): connections, migrations under
+the advisory lock, the schema's triggers, and what doctor reports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from brainmap.errors import UserError
+from brainmap.store.postgres import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    PgDatabase,
+    is_postgres_url,
+    redact,
+    server_report,
+)
+from conftest import free_port
+
+OPENERS = 6
+
+OPEN_AT_ONCE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from brainmap.store.postgres import PgDatabase
+    print("ready", flush=True)
+    while not Path(sys.argv[2]).exists():
+        time.sleep(0.001)
+    db = PgDatabase(sys.argv[1])
+    print(db.schema_version())
+    db.close()
+    """
+)
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    command = [sys.executable, "-c", OPEN_AT_ONCE, pg_url, str(go)]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(OPENERS)
+    ]
+    for proc in procs:  # every one imported, waiting: then all connect at once
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    go.touch()
+    results = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * OPENERS, [err for _, err in results]
+    assert {out.strip() for out, _ in results} == {str(SCHEMA_VERSION)}
+    with psycopg.connect(pg_url) as conn:
+        ledger = conn.execute("SELECT version, applied_by FROM brainmap_migration").fetchall()
+        tables = {
+            row[0]
+            for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        }
+    assert [version for version, _ in ledger] == sorted(MIGRATIONS)
+    assert ":" in ledger[0][1]  # host:pid of the process that applied it
+    assert tables >= {"library", "entry", "chunk", "chunk_vec", "edge", "observation", "map_block"}
+
+
+def test_reopening_applies_nothing_and_a_newer_database_is_refused(pg_url: str) -> None:
+    from brainmap.store.postgres import migrate
+
+    PgDatabase(pg_url).close()
+    db = PgDatabase(pg_url)
+    assert migrate(db.conn, pg_url) == []
+    db.conn.execute(
+        "INSERT INTO brainmap_migration(version, applied_by) VALUES (%s, 'later')",
+        (SCHEMA_VERSION + 1,),
+    )
+    db.close()
+    with pytest.raises(UserError) as refused:
+        PgDatabase(pg_url)
+    assert f"schema version {SCHEMA_VERSION + 1}" in refused.value.message
+    assert "upgrade brainmap" in (refused.value.hint or "")
+    report = server_report(pg_url)
+    assert any("newer than this brainmap" in p for p in report.problems)
+
+
+def test_a_server_that_does_not_answer_is_a_user_error_without_the_password() -> None:
+    url = f"postgresql://team:s3cret-pass@127.0.0.1:{free_port()}/brain"
+    with pytest.raises(UserError) as failed:
+        PgDatabase(url)
+    assert "cannot connect to PostgreSQL" in failed.value.message
+    assert "s3cret-pass" not in failed.value.message
+    assert "team:***@127.0.0.1" in failed.value.message
+    with pytest.raises(UserError):
+        PgDatabase("postgresql://127.0.0.1:notaport/x")
+
+
+def test_redact_and_url_recognition() -> None:
+    assert redact("postgresql://u:p@h:5432/db?sslmode=require") == (
+        "postgresql://u:***@h:5432/db?sslmode=require"
+    )
+    assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert is_postgres_url("postgres://h/db") and is_postgres_url("postgresql://h/db")
+    assert not is_postgres_url("/home/me/.brainmap/brain.db")
+
+
+def test_doctor_report_before_and_after_migrating(pg_url: str) -> None:
+    before = server_report(pg_url)
+    assert before.server_version_num >= 130000
+    assert before.vector_version is None and before.vector_available  # not yet installed
+    assert before.migrations == [] and before.problems == []
+    PgDatabase(pg_url).close()
+    after = server_report(pg_url)
+    assert after.vector_version == before.vector_available
+    assert after.migrations == sorted(MIGRATIONS) and after.problems == []
+
+
+def test_write_transactions_nest_and_roll_back_whole(pg_url: str) -> None:
+    db = PgDatabase(pg_url)
+    add = "INSERT INTO library(name, path, scope) VALUES (?, '/x', 'global')"
+    with db.write():
+        db.rows(add, ("one",))
+        with db.write():
+            db.rows(add, ("two",))
+
+    def crash() -> None:
+        with db.write():
+            db.rows(add, ("three",))
+            with db.write():
+                db.rows(add, ("four",))
+            raise RuntimeError("crash before commit")
+
+    with pytest.raises(RuntimeError):
+        crash()
+    assert [r[0] for r in db.rows("SELECT name FROM library ORDER BY name")] == ["one", "two"]
+    with db.reading():
+        assert db.one("SELECT count(*) FROM library") == 2
+    db.close()
+
+
+def test_triggers_log_vectors_count_text_and_drop_orphan_nodes(pg_url: str) -> None:
+    db = PgDatabase(pg_url)
+    with db.write():
+        library = db.one("INSERT INTO library(name, path, scope) VALUES ('l', '/l', 'global') RETURNING id")  # fmt: skip
+        db.rows(
+            "INSERT INTO entry(id, library_id, path, title, type, updated, content_hash, "
+            "mtime_ns, size, indexed_ns, observed_at) "
+            "VALUES ('e1', ?, 'a.md', 'A', 'note', 'now', 'h', 0, 0, 0, 'now')",
+            (library,),
+        )
+        chunks = [
+            db.one(
+                "INSERT INTO chunk(entry_id, ord, heading, line_start, line_end, text, embed_hash) "
+                "VALUES ('e1', ?, '', 1, 1, 't', 'h') RETURNING id",
+                (ord_,),
+            )
+            for ord_ in range(3)
+        ]
+        for chunk in chunks:
+            db.rows(
+                "INSERT INTO chunk_vec(chunk_id, library_id, model, vec) VALUES (?, ?, 'm', ?::vector)",
+                (chunk, library, "[1,0,0]"),
+            )  # fmt: skip
+        db.rows("INSERT INTO node(key, kind, label) VALUES ('entity:a', 'entity', 'a'), ('entity:b', 'entity', 'b')")  # fmt: skip
+        db.rows(
+            "INSERT INTO edge(subject, predicate, object, library_id, entry_id) "
+            "VALUES ('entity:a', 'uses', 'entity:b', ?, 'e1')",
+            (library,),
+        )
+    assert db.one("SELECT value FROM meta WHERE key = 'vec_gen'") == 3
+    with db.write():
+        db.rows("DELETE FROM chunk WHERE id = ?", (chunks[0],))
+    assert db.one("SELECT value FROM meta WHERE key = 'text_gen'") == 1
+    assert db.rows("SELECT seq, chunk_id FROM vec_change ORDER BY seq") == [
+        (1, chunks[0]), (2, chunks[1]), (3, chunks[2]), (4, chunks[0])
+    ]  # fmt: skip
+    with db.write():
+        db.rows("DELETE FROM entry WHERE id = 'e1'")  # its chunks, vectors and edges go too
+    assert db.one("SELECT count(*) FROM node") == 0
+    assert db.one("SELECT value FROM meta WHERE key = 'vec_gen'") == 6
+    assert db.one("SELECT value FROM meta WHERE key = 'text_gen'") == 3
+    db.close()
