@@ -22,6 +22,7 @@ import pytest
 
 import pg_server
 from brainmap import ops
+from brainmap.store import Store
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -58,6 +59,32 @@ def _backend(request: pytest.FixtureRequest) -> str:
 
 both_backends = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 """Run a test on brain.db and on PostgreSQL (the test takes a ``backend`` argument)."""
+
+
+def open_index(home: Path, url: str | None = None) -> Store:
+    """The index of a test home: the PostgreSQL database ``url`` (default: $BRAINMAP_DB, the
+    test's own when it runs on PostgreSQL), else ``home/brain.db``."""
+    url = url if url is not None else os.environ.get("BRAINMAP_DB")
+    if url:
+        from brainmap.store.postgres.store import PgStore
+
+        return PgStore(url)
+    return Store(home / "brain.db")
+
+
+def drop_index(home: Path, url: str | None = None) -> None:
+    """Delete a home's index (it is disposable): brain.db and its WAL, or every table of its
+    PostgreSQL database."""
+    url = url if url is not None else os.environ.get("BRAINMAP_DB")
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE")
+            conn.execute("CREATE SCHEMA public")
+        return
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home / 'brain.db'}{suffix}").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

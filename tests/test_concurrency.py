@@ -18,9 +18,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from brainmap import ops
-from conftest import serving
+from conftest import both_backends, serving
 
 NOTES = int(os.environ.get("BRAINMAP_TEST_NOTES", "200"))
+# on PostgreSQL fewer, for the suite's time: the same four writers, the same checks
+NOTES_POSTGRES = int(os.environ.get("BRAINMAP_TEST_NOTES_POSTGRES", "10"))
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lotus".split()
 
 
@@ -30,7 +32,11 @@ def _body(writer: str, i: int) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: Path) -> None:
+@both_backends
+def test_four_writers_in_four_processes(
+    backend: str, brain: ops.Brain, home: Path, library: Path
+) -> None:
+    notes = NOTES_POSTGRES if backend == "postgres" else NOTES
     entries_before = brain.store.counts()["entries"]
     brain.close()
     results: dict[str, list[dict[str, object]]] = {}
@@ -58,11 +64,11 @@ def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: P
 
     def cli_writer() -> None:
         with ThreadPoolExecutor(4) as pool:  # several `brainmap save` processes at a time
-            list(pool.map(cli_save, range(NOTES)))
+            list(pool.map(cli_save, range(notes)))
 
     def http_writer(url: str) -> None:
         with httpx.Client(base_url=url, timeout=300) as client:
-            for i in range(NOTES):
+            for i in range(notes):
                 r = client.post("/save", json={"title": f"http note {i}", "body": _body("http", i),
                                                "library": "example", "force": True})  # fmt: skip
                 record("http", r.json() if r.status_code == 200 else None,
@@ -74,7 +80,7 @@ def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: P
                                            env={**os.environ, "BRAINMAP_HOME": str(home)})  # fmt: skip
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
-                for i in range(NOTES):
+                for i in range(notes):
                     result = await session.call_tool("save", {
                         "title": f"{name} note {i}", "body": _body(name, i), "library": "example",
                         "force": True})  # fmt: skip
@@ -97,18 +103,18 @@ def test_four_writers_in_four_processes(brain: ops.Brain, home: Path, library: P
 
     assert errors == [], errors[:5]
     assert {writer: len(saved) for writer, saved in results.items()} == dict.fromkeys(
-        ("cli", "http", "mcp1", "mcp2"), NOTES
+        ("cli", "http", "mcp1", "mcp2"), notes
     )
     saved = [s for writer in results.values() for s in writer]
     assert all(s["status"] == "saved" for s in saved)
     ids = {str(s["id"]) for s in saved}
-    assert len(ids) == 4 * NOTES  # no note lost or saved twice
+    assert len(ids) == 4 * notes  # no note lost or saved twice
     after = ops.Brain(home)
-    assert after.store.counts()["entries"] == entries_before + 4 * NOTES  # each indexed once
+    assert after.store.counts()["entries"] == entries_before + 4 * notes  # each indexed once
     for s in saved:
         assert Path(str(s["file"])).is_file()
-    hits = after.searcher.search(f"mcp2 wrote note {NOTES - 1}", mode="bm25", limit=1).hits
-    assert hits[0].title == f"mcp2 note {NOTES - 1}"
+    hits = after.searcher.search(f"mcp2 wrote note {notes - 1}", mode="bm25", limit=1).hits
+    assert hits[0].title == f"mcp2 note {notes - 1}"
     assert after.store.vectors.pending_count(after.searcher.model) == 0
     assert after.store.integrity() == []
     after.close()

@@ -22,8 +22,7 @@ import pytest
 
 from brainmap import config, ops
 from brainmap.indexer import ReindexReport
-from brainmap.store import Store
-from conftest import EXAMPLE, run_cli, write
+from conftest import EXAMPLE, both_backends, drop_index, open_index, run_cli, write
 
 
 def _reindex(brain: ops.Brain, **kw: object) -> ReindexReport:
@@ -246,13 +245,8 @@ def _make_library(root: Path, count: int, seed: int) -> None:
             write(root / "src" / f"m{i}.py", f"x = {i}  # Brain: note-{i}\n")
 
 
-def _drop_index(home: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{home / 'brain.db'}{suffix}").unlink(missing_ok=True)
-
-
-def _comparable(path: Path) -> dict[str, object]:
-    s = Store(path)
+def _comparable(home: Path, url: str | None = None) -> dict[str, object]:
+    s = open_index(home, url)
     try:
         assert s.integrity() == []
         snap = s.snapshot()
@@ -291,7 +285,7 @@ def test_a_read_worker_builds_the_same_index(
         only = ops.ReindexInput(libraries=["lib"], embed=False)
         reports[name] = ops.reindex(brain, only).libraries[0]
         brain.close()
-        built[name] = _comparable(tmp_path / name / "brain.db")
+        built[name] = _comparable(tmp_path / name)
     one, two = reports["one"], reports["two"]
     assert one.added == 62 and (one.added, one.skipped, one.chunks) == (
         two.added, two.skipped, two.chunks,
@@ -309,12 +303,13 @@ def test_a_read_worker_builds_the_same_index(
     report = ops.reindex(brain, full).libraries[0]
     assert report.updated == 62 and report.skipped == one.skipped, report
     brain.close()
-    assert _comparable(tmp_path / "two" / "brain.db") == built["one"]
+    assert _comparable(tmp_path / "two") == built["one"]
 
 
 @pytest.mark.slow
+@both_backends
 def test_kill_during_reindex_then_reindex_equals_fresh_build(
-    tmp_path: Path, warm_cache: Path
+    backend: str, tmp_path: Path, warm_cache: Path, request: pytest.FixtureRequest
 ) -> None:
     """RELIABILITY 1: kill -9 at random moments and at injected points (mid-transaction, in
     the text pass and in the embedding pass); the next reindex repairs everything."""
@@ -323,11 +318,14 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
     fresh = tmp_path / "fresh"
     run_cli(fresh, "library", "add", "lib", str(lib))
     run_cli(fresh, "reindex")
-    expected = _comparable(fresh / "brain.db")
+    expected = _comparable(fresh)
     assert expected["vectors"]
 
     crashed = tmp_path / "crashed"
-    run_cli(crashed, "library", "add", "lib", str(lib))
+    # on PostgreSQL the crashed home gets a database of its own
+    url = request.getfixturevalue("postgres").database() if backend == "postgres" else ""
+    env = {**os.environ, "BRAINMAP_DB": url} if url else dict(os.environ)
+    run_cli(crashed, "library", "add", "lib", str(lib), env={"BRAINMAP_DB": url} if url else {})
     shutil.copyfile(fresh / "vectors.db", crashed / "vectors.db")  # embeddings from cache: fast
     injector = Path(__file__).with_name("crashing.py")
     for point in ("text:1", "text:40", "text:77", "embed:1", "embed:3"):
@@ -337,37 +335,43 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
             capture_output=True,
             text=True,
             timeout=300,
+            env=env,
         )
         assert proc.returncode == 137, proc.stderr
         # a crash mid-transaction leaves what was committed, never a broken database
-        Store(crashed / "brain.db").close()
+        open_index(crashed, url or None).close()
     # random moments: each run starts from nothing (so there is real work) and is killed
     # somewhere between start-up and the end of an uninterrupted run
     command = [sys.executable, "-m", "brainmap", "--home", str(crashed), "reindex"]
-    _drop_index(crashed)
+    drop_index(crashed, url or None)
     started = time.monotonic()
-    subprocess.run(command, check=True, capture_output=True)
+    subprocess.run(command, check=True, capture_output=True, env=env)
     duration = time.monotonic() - started
     rng = random.Random(5)
     landed = 0
     for _ in range(5):
-        _drop_index(crashed)
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        drop_index(crashed, url or None)
+        proc = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
         time.sleep(rng.uniform(0.15, 0.7) * duration)
         proc.send_signal(signal.SIGKILL)
         landed += proc.wait() == -signal.SIGKILL  # still running: the kill landed mid-run
     assert landed >= 3  # (a run may finish early on a quiet machine; most must not)
-    run_cli(crashed, "reindex")
-    assert _comparable(crashed / "brain.db") == expected
+    run_cli(crashed, "reindex", env={"BRAINMAP_DB": url} if url else {})
+    assert _comparable(crashed, url or None) == expected
 
 
-def test_rebuild_after_deleting_the_index_hits_the_cache(brain: ops.Brain, home: Path) -> None:
-    """RELIABILITY 11 / DESIGN: delete brain.db, rebuild: same results, nothing re-embedded."""
+@both_backends
+def test_rebuild_after_deleting_the_index_hits_the_cache(
+    backend: str, brain: ops.Brain, home: Path
+) -> None:
+    """RELIABILITY 11 / DESIGN: delete the index, rebuild: same results, nothing re-embedded."""
     queries = ["how to revert a commit", "copia di sicurezza", "密钥", "caché"]
     before = [[(h.path, h.line_start) for h in brain.searcher.search(q).hits] for q in queries]
     chunks = brain.store.counts()["chunks"]
     brain.close()
-    _drop_index(home)
+    drop_index(home)
     gc = ops.gc(ops.Brain(home), ops.NoInput())  # gc between delete and rebuild keeps the cache
     assert gc.cache_entries_removed == 0 and gc.cache_kept_because
     rebuilt = ops.Brain(home)

@@ -17,7 +17,7 @@ from brainmap.keys import name_of
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import LibraryInfo, NoInput, library_list
 from brainmap.search import Mode
-from brainmap.store import SCHEMA_VERSION, DatabaseBusyError, VectorCache
+from brainmap.store import DatabaseBusyError, VectorCache
 from brainmap.usage import UsageSummary, summary
 
 # --- health ---------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         observations=sum(store.facts.observation_counts().values()),
         model=model,
         vector_search=_vector_search_status(brain),
-        db_bytes=_size(brain.cfg.db_path),
+        db_bytes=store.db.size_bytes(),
         cache_vectors=cached,
         cache_bytes=_size(brain.cfg.cache_path),
         schema_version=store.db.schema_version(),
@@ -166,11 +166,13 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               "fix `embedder` in config.toml (BM25 search works meanwhile)")
     )  # fmt: skip
     checks.append(_reasoner_check(reasoner_status(brain)))
-    version = store.db.schema_version()
+    version, latest = store.db.schema_version(), store.db.latest_schema
     checks.append(
-        Check("schema", version == SCHEMA_VERSION, f"schema v{version} (expected v{SCHEMA_VERSION})",
-              None if version == SCHEMA_VERSION else "delete brain.db and run `brainmap reindex`")
+        Check("schema", version == latest, f"schema v{version} (expected v{latest})",
+              None if version == latest else store.db.rebuild_hint)
     )  # fmt: skip
+    if brain.cfg.store_url:
+        checks.append(_server_check(brain.cfg.store_url))
     from brainmap.analysis import ANALYZER_VERSION
 
     behind = store.entries.behind_analyzer(ANALYZER_VERSION)
@@ -189,11 +191,15 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
         checks.append(
             Check("integrity", not problems, "database and full-text index are consistent"
                   if not problems else f"{len(problems)} problem(s)",
-                  None if not problems else "delete brain.db and run `brainmap reindex`", problems)
+                  None if not problems else store.db.rebuild_hint, problems)
         )  # fmt: skip
     orphans = {k: v for k, v in store.orphans().items() if v}
     known = {lib.name for lib in brain.cfg.libraries}
-    stray = [row.name for row in store.entries.libraries() if row.name not in known]
+    stray = (  # on a shared PostgreSQL index, other machines' libraries are not stray
+        []
+        if brain.cfg.store_url
+        else [row.name for row in store.entries.libraries() if row.name not in known]
+    )
     other_models = {m: n for m, n in store.vectors.models().items() if m != brain.searcher.model}
     clean = not orphans and not stray and not other_models
     items = [f"orphan {k}: {v}" for k, v in orphans.items()]
@@ -298,6 +304,20 @@ def _reasoner_check(status: ReasonerStatus) -> Check:
                  "raise [reasoner] daily_token_budget" if not status.budget_left else None)  # fmt: skip
 
 
+def _server_check(url: str) -> Check:
+    """The PostgreSQL server of a shared index: its version, pgvector, the migrations."""
+    from brainmap.store.postgres import server_report
+
+    report = server_report(url)
+    vector = report.vector_version or f"{report.vector_available} (not installed)"
+    detail = (
+        f"PostgreSQL {report.server_version} at {report.url}, pgvector {vector}, "
+        f"migrations {', '.join(map(str, report.migrations)) or 'none'}"
+    )
+    fix = "; ".join(report.problems) if report.problems else None
+    return Check("server", not report.problems, detail, fix, report.problems)
+
+
 @dataclass
 class GcReport:
     libraries_removed: list[str]
@@ -320,10 +340,13 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
     """
     store, cfg = brain.store, brain.cfg
     known = {lib.name for lib in cfg.libraries}
-    stray = [row.name for row in store.entries.libraries() if row.name not in known]
+    # a shared PostgreSQL index holds the libraries of every machine of the team: one not
+    # configured here is another machine's, not a leftover
+    shared = bool(cfg.store_url)
+    stray = [] if shared else [r.name for r in store.entries.libraries() if r.name not in known]
     # pruned history and removed libraries change maps: the step follows, without the model
     with derive.changing(cfg, store, None, embed=False, removed=stray):
-        before = _size(cfg.db_path) + _size(cfg.cache_path)
+        before = store.db.size_bytes() + _size(cfg.cache_path)
         for name in stray:
             store.entries.delete_library(name)
         orphans = store.remove_orphans()
@@ -343,7 +366,7 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
         finally:
             cache.close()
         store.vacuum()
-        after = _size(cfg.db_path) + _size(cfg.cache_path)
+        after = store.db.size_bytes() + _size(cfg.cache_path)
     return GcReport(stray, orphans, old_vectors, unreachable, removed, kept_because, before, after)
 
 

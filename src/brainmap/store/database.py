@@ -20,6 +20,7 @@ import apsw
 from brainmap.store.schema import (
     BUSY_TIMEOUT_MS,
     PRAGMAS,
+    SCHEMA_VERSION,
     connect,
     immediate,
     migrate,
@@ -103,6 +104,13 @@ class BaseDatabase:
 
     def schema_version(self) -> int:
         """The schema version the database is at."""
+        raise NotImplementedError
+
+    latest_schema = 0  # the schema version this brainmap writes
+    rebuild_hint = ""  # what to do about a database at another schema
+
+    def size_bytes(self) -> int:
+        """What the index takes on disk."""
         raise NotImplementedError
 
     def checkpoint(self) -> None:
@@ -209,6 +217,8 @@ class Database(BaseDatabase):
 
     dialect = "sqlite"
     Error = apsw.Error
+    latest_schema = SCHEMA_VERSION
+    rebuild_hint = "delete brain.db and run `brainmap reindex`"
 
     def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         super().__init__()
@@ -273,6 +283,11 @@ class Database(BaseDatabase):
         with self._lock:
             self.conn.execute("VACUUM")
         self.checkpoint()
+
+    def size_bytes(self) -> int:
+        """The database file with its WAL and shared-memory files."""
+        paths = (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+        return sum(p.stat().st_size for p in paths if p.exists())
 
     def pragmas(self) -> dict[str, Any]:
         """The connection's PRAGMA values that the contract fixes."""

@@ -68,6 +68,8 @@ class PgDatabase(BaseDatabase):
     """
 
     dialect = "postgres"
+    latest_schema = SCHEMA_VERSION
+    rebuild_hint = "run `brainmap reindex`: the next brainmap that opens it migrates it"
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -142,6 +144,10 @@ class PgDatabase(BaseDatabase):
         with self._lock:
             done = applied(self.conn)
             return done[-1] if done else 0
+
+    def size_bytes(self) -> int:
+        """The size of the whole database on the server."""
+        return int(self.one("SELECT pg_database_size(current_database())"))
 
     def vacuum(self) -> None:
         """VACUUM ANALYZE (outside any transaction): dead rows freed, statistics renewed."""
