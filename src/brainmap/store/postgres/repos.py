@@ -19,6 +19,7 @@ K1 = 1.2
 B = 0.75
 MIN_IDF = 1e-6
 WEIGHT_INDEX = {"A": 0, "B": 1, "C": 2, "D": 3}
+MAX_CACHED_TERMS = 100_000  # document frequencies kept per connection
 
 
 def lexeme(word: str) -> str:
@@ -36,6 +37,12 @@ def tsquery(terms: Sequence[str]) -> str:
 class PgEntryRepo(EntryRepo):
     """The entry repository over PostgreSQL: BM25 over the chunks' ``tsv``, computed as
     FTS5's bm25() does, so that both backends rank alike."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._generation = -1
+        self._sizes = (0, 0)
+        self._term_hits: dict[str, int] = {}
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks contain each term (terms already folded; those in none left out)."""
@@ -84,11 +91,8 @@ class PgEntryRepo(EntryRepo):
         )
         if not rows:
             return []
-        chunks, total_words = self._sizes()
+        chunks, total_words, hits = self._figures(terms)
         average = total_words / max(chunks, 1)
-        single = [t for t in terms if " " not in t.strip()]
-        phrases = [t for t in terms if " " in t.strip()]
-        hits = {**self.doc_freqs(single), **self._phrase_freqs(phrases)}
         idf = {t: max(math.log((chunks - hits.get(t, 0) + 0.5) / (hits.get(t, 0) + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
         found: dict[int, tuple[int, dict[str, list[tuple[int, str]]]]] = {}
         for chunk_id, length, word, positions, marks in rows:
@@ -106,10 +110,28 @@ class PgEntryRepo(EntryRepo):
         scored.sort()
         return [chunk_id for _, chunk_id in scored[:limit]]
 
-    def _sizes(self) -> tuple[int, int]:
-        """(chunks with full text, their words in all): BM25's N and average length."""
-        row = self.db.fetch("SELECT count(*), coalesce(sum(words), 0) FROM chunk WHERE tsv IS NOT NULL")  # fmt: skip
-        return int(row[0][0]), int(row[0][1])
+    def _figures(self, terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
+        """BM25's figures of the index as a whole: the chunks with full text, their words in
+        all, and how many chunks hold each term; kept until the text generation moves (any
+        machine's write moves it)."""
+        generation = self.text_generation()
+        if self._generation != generation:
+            row = self.db.fetch(
+                "SELECT count(*), coalesce(sum(words), 0) FROM chunk WHERE tsv IS NOT NULL"
+            )
+            self._generation, self._sizes = generation, (int(row[0][0]), int(row[0][1]))
+            self._term_hits.clear()
+        missing = [t for t in terms if t not in self._term_hits]
+        if missing:
+            single = [t for t in missing if " " not in t]
+            found = {
+                **self.doc_freqs(single),
+                **self._phrase_freqs([t for t in missing if " " in t]),
+            }
+            if len(self._term_hits) > MAX_CACHED_TERMS:
+                self._term_hits.clear()
+            self._term_hits.update({t: found.get(t, 0) for t in missing})
+        return self._sizes[0], self._sizes[1], {t: self._term_hits[t] for t in terms}
 
     def compact_text(self) -> None:
         """Nothing to merge: a GIN index has no segments (VACUUM tidies its pending list)."""
