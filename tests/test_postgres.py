@@ -180,3 +180,32 @@ def test_triggers_log_vectors_count_text_and_drop_orphan_nodes(pg_url: str) -> N
     assert db.one("SELECT value FROM meta WHERE key = 'vec_gen'") == 6
     assert db.one("SELECT value FROM meta WHERE key = 'text_gen'") == 3
     db.close()
+
+
+def test_a_write_waits_for_another_writer_and_both_land(pg_url: str) -> None:
+    import threading
+    import time
+
+    first, second = PgDatabase(pg_url), PgDatabase(pg_url)
+    add = "INSERT INTO library(name, path, scope) VALUES (?, '/x', 'global')"
+    order: list[str] = []
+    inside = threading.Event()
+
+    def hold() -> None:
+        with first.write():
+            first.rows(add, ("first",))
+            inside.set()
+            time.sleep(0.5)
+            order.append("first commits")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(10)
+    with second.write():  # waits for the first writer's lock
+        order.append("second writes")
+        second.rows(add, ("second",))
+    holder.join()
+    assert order == ["first commits", "second writes"]
+    assert second.one("SELECT count(*) FROM library") == 2
+    first.close()
+    second.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_S = 10
+WRITE_LOCK = 0x6272_6D61_7077  # pg_advisory_xact_lock's key for writes ("brmapw")
 
 
 def is_postgres_url(url: str) -> bool:
@@ -114,8 +115,15 @@ class PgDatabase(BaseDatabase):
             return (), []
         return tuple(column.name for column in cursor.description), rows
 
-    def _transaction(self) -> AbstractContextManager[Any]:
-        return self.conn.transaction()
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # one writer at a time, as SQLite's BEGIN IMMEDIATE: the generations in ``meta`` and
+        # the vector change log then move in commit order, and two writers never deadlock on
+        # those rows (a chunk's delete takes them in one order, a flush in the other). A
+        # crashed writer's connection closes, and its lock goes with it.
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            yield
 
     def _insert_text(self, rows: list[FtsRow]) -> None:
         with self.conn.cursor() as cursor:
