@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -224,9 +225,12 @@ def latency(sides: list[Side], queries: list[str], mode: str) -> dict[str, Any]:
         out[f"{mode}_top10_same_ids"] = round(sum(x == y for x, y in ids) / n, 3)
         out[f"{mode}_top10_same_chunks"] = round(sum(x == y for x, y in chunks) / n, 3)
         out[f"{mode}_top1_same_chunk"] = round(sum(x[:1] == y[:1] for x, y in chunks) / n, 3)
-        out[f"{mode}_top10_overlap"] = round(
-            sum(len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in chunks) / n, 3
-        )
+        shared = [  # two empty lists agree
+            (Counter(x) & Counter(y)).total() / max(len(x), len(y)) if x or y else 1.0
+            for x, y in chunks
+        ]
+        out[f"{mode}_top10_overlap"] = round(sum(shared) / n, 3)
+        out[f"{mode}_queries_without_hits"] = {k: sum(not h for h in v) for k, v in hits.items()}
     return out
 
 
@@ -274,6 +278,21 @@ def server_facts(url: str) -> dict[str, Any]:
     return {"postgres_version": version, "pgvector": row[0] if row else None, "db_bytes": size}
 
 
+def revision() -> str:
+    """The commit measured (``+dirty`` when src/ has changes not committed), or ``?``."""
+    try:
+        git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def sqlite_bytes(home: Path) -> int:
     return sum(p.stat().st_size for p in home.glob("brain.db*"))
 
@@ -311,7 +330,11 @@ def main() -> None:
 
     pg = Postgres().start()
     sides: list[Side] = []
-    result: dict[str, Any] = {"benchmark": "postgres", "corpus_pages": args.pages or "all"}
+    result: dict[str, Any] = {
+        "benchmark": "postgres",
+        "commit": revision(),
+        "corpus_pages": args.pages or "all",
+    }
     if args.exclude:
         result["excluded_globs"] = len(args.exclude)
     try:

@@ -116,3 +116,28 @@ def test_the_cli_takes_db_and_says_why_it_cannot_connect(
     assert "cannot connect to PostgreSQL" in failed.stderr and "hunter2" not in failed.stderr
     wrong = run_cli(home, "--db", "mysql://x/y", "search", "commit", check=False)
     assert wrong.returncode == 2 and "postgresql://" in wrong.stderr
+
+
+def test_one_machine_never_replaces_another_machines_library(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every home has a global library called "brain": on a shared index the first machine's
+    holds the name, and another machine's reindex leaves it alone instead of deleting every
+    note its own folder lacks."""
+    monkeypatch.setenv("BRAINMAP_DB", pg_url)
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    run_cli(alice, "save", "Rotate the signing keys", "-b", "Every 90 days.", "--force",
+            env={"BRAINMAP_MACHINE": "alice-laptop"})  # fmt: skip
+    reindexed = run_cli(bob, "reindex", "--no-embed", "--json", check=False,
+                        env={"BRAINMAP_MACHINE": "bob-desk"})  # fmt: skip
+    assert reindexed.returncode == 1  # a problem to report, the other libraries indexed
+    problems = json.loads(reindexed.stdout)["problems"]
+    assert any("alice-laptop" in p and "'brain'" in p for p in problems), problems
+    found = run_cli(
+        alice, "search", "signing keys", "--json", env={"BRAINMAP_MACHINE": "alice-laptop"}
+    )
+    assert json.loads(found.stdout)["hits"][0]["title"] == "Rotate the signing keys"
+    refused = run_cli(bob, "save", "Mine", "-b", "text", "--force", check=False,
+                      env={"BRAINMAP_MACHINE": "bob-desk"})  # fmt: skip
+    assert refused.returncode == 1 and "alice-laptop" in refused.stderr
+    assert "Traceback" not in refused.stderr

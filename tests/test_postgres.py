@@ -100,6 +100,9 @@ def test_redact_and_url_recognition() -> None:
         "postgresql://u:***@h:5432/db?sslmode=require"
     )
     assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert "hunter2" not in redact("postgresql://x@127.0.0.1:1/x?password=hunter2")
+    assert "hunter2" not in redact("host=h password=hunter2 dbname=d")
+    assert redact("postgresql://a:b@[::1") == "(the configured URL)"  # unparseable: not shown
     assert is_postgres_url("postgres://h/db") and is_postgres_url("postgresql://h/db")
     assert not is_postgres_url("/home/me/.brainmap/brain.db")
 
@@ -209,3 +212,33 @@ def test_a_write_waits_for_another_writer_and_both_land(pg_url: str) -> None:
     assert second.one("SELECT count(*) FROM library") == 2
     first.close()
     second.close()
+
+
+def test_a_role_that_may_only_read_and_write_rows_opens_a_migrated_database(
+    pg_url: str,
+) -> None:
+    """Team members need not own the schema: once migrated, the database is only read at
+    open; before that, such a role is told who must connect first."""
+    PgDatabase(pg_url).close()
+    member = pg_url.replace("postgresql://postgres@", "postgresql://member@")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS member")
+        conn.execute("CREATE ROLE member LOGIN")
+        conn.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO member"
+        )
+        conn.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO member")
+    db = PgDatabase(member)
+    with db.write():
+        db.rows("INSERT INTO library(name, path, scope) VALUES ('team', '/t', 'global')")
+    assert db.one("SELECT count(*) FROM library") == 1
+    db.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM brainmap_migration")  # as if the schema were not there yet
+    with pytest.raises(UserError) as refused:
+        PgDatabase(member)
+    assert "may not create" in refused.value.message and "owner" in (refused.value.hint or "")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("REASSIGN OWNED BY member TO postgres")
+        conn.execute("DROP OWNED BY member")
+        conn.execute("DROP ROLE member")

@@ -11,3 +11,11 @@ class UserError(Exception):
         self.message = message
         self.hint = hint
         self.status = status  # the HTTP status an interface should answer with
+
+
+class LibraryHeldElsewhere(UserError):
+    """A library of a shared (PostgreSQL) index is another machine's folder: this machine
+    indexes nothing into it."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, status=409)

@@ -40,7 +40,7 @@ from brainmap.embedding import (
     embed_text,
     title_line,
 )
-from brainmap.errors import UserError
+from brainmap.errors import LibraryHeldElsewhere, UserError
 from brainmap.facts.pairing import records
 from brainmap.graph import blob_id, code_graph, entry_graph, file_key
 from brainmap.markdown import DecodeError, Entry, breadcrumbs, decode, parse
@@ -1177,7 +1177,10 @@ def reindex(
                 f"and `brainmap library add {lib.name} NEW_PATH`"
             )
             continue
-        report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+        try:
+            report.libraries.append(index_library(cfg, store, lib, full=full, progress=progress))
+        except LibraryHeldElsewhere as exc:  # a shared index: the others go on
+            report.problems.append(f"{exc.message} ({exc.hint})")
     if sum(r.added + r.updated for r in report.libraries) >= COMPACT_AFTER:
         store.entries.compact_text()
     store.db.checkpoint()

@@ -65,7 +65,7 @@ def stats(json_out: bool) -> None:
         ("code files", str(r.code_files)),
         ("model", r.model),
         ("vector search", r.vector_search),
-        ("brain.db", f"{r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
+        ("index", f"{r.index}, {r.db_bytes / 1e6:.1f} MB (schema v{r.schema_version})"),
         ("vector cache", f"{r.cache_vectors} vectors, {r.cache_bytes / 1e6:.1f} MB"),
         ("reasoner", _reasoner_line(r.reasoner)),
         *_usage_rows(r.usage),

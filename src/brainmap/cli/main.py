@@ -6,6 +6,8 @@ this module imports every area, and nothing else does: the areas never import ea
 
 from __future__ import annotations
 
+import sys
+
 from brainmap.cli import (  # noqa: F401
     complete,
     facts,
@@ -39,6 +41,20 @@ def main() -> None:
         cli.main(prog_name="brainmap")
     except UserError as exc:
         fail(exc.message, exc.hint)
+    except Exception as exc:
+        if not _lost_database(exc):
+            raise
+        fail(
+            f"lost the connection to PostgreSQL: {str(exc).strip().splitlines()[0]}",
+            "run the command again; what was not committed was not written",
+        )
     finally:
         if state.brain is not None:
             state.brain.close()
+
+
+def _lost_database(exc: Exception) -> bool:
+    """Whether ``exc`` is a PostgreSQL connection that failed mid-command (psycopg is only
+    loaded when the index is on PostgreSQL)."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)

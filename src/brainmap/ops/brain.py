@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from brainmap import config as config_mod
 from brainmap.config import ensure_home, resolve_home
+from brainmap.errors import UserError
 from brainmap.store import Store
 
 if TYPE_CHECKING:
@@ -66,8 +67,13 @@ class Brain:
     def _open_store(self) -> Store:
         """A new connection to the index: PostgreSQL when a URL is set, else brain.db."""
         if self.cfg.store_url:
-            from brainmap.store.postgres.store import PgStore
+            from brainmap.store.postgres.store import PgStore, is_postgres_url
 
+            if not is_postgres_url(self.cfg.store_url):
+                raise UserError(
+                    "$BRAINMAP_DB must be a postgresql:// URL",
+                    hint="unset it to use brain.db in the home",
+                )
             return PgStore(self.cfg.store_url)
         if self._busy_timeout_ms is None:
             return Store(self.cfg.db_path)

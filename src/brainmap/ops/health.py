@@ -26,6 +26,7 @@ from brainmap.usage import UsageSummary, summary
 @dataclass
 class Stats:
     home: str
+    index: str  # where the index lives: brain.db's path, or the PostgreSQL URL (no password)
     libraries: list[LibraryInfo]
     entries: int
     chunks: int
@@ -111,6 +112,7 @@ def stats(brain: Brain, inp: NoInput) -> Stats:
         cache.close()
     return Stats(
         home=str(brain.home),
+        index=store.db.location,
         libraries=library_list(brain, NoInput()).libraries,
         entries=counts["entries"],
         chunks=counts["chunks"],

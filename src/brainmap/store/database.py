@@ -106,6 +106,7 @@ class BaseDatabase:
         """The schema version the database is at."""
         raise NotImplementedError
 
+    location = ""  # where the index lives, as shown to people
     latest_schema = 0  # the schema version this brainmap writes
     rebuild_hint = ""  # what to do about a database at another schema
 
@@ -223,6 +224,7 @@ class Database(BaseDatabase):
     def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         super().__init__()
         self.path = Path(path)
+        self.location = str(self.path)
         self.conn = connect(self.path, busy_timeout_ms)
         try:
             migrate(self.conn)

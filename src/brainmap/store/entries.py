@@ -66,7 +66,11 @@ class EntryRepo:
             return int(self.db.one("SELECT id FROM library WHERE name = ?", (name,)))
 
     def libraries(self) -> list[LibraryRow]:
-        return self.db.records(LibraryRow, "SELECT * FROM library ORDER BY name")
+        return self.db.records(
+            LibraryRow,
+            "SELECT id, name, path, scope, indexed_at, analyzer, language FROM library "
+            "ORDER BY name",
+        )
 
     def library_ids(self, names: Iterable[str]) -> dict[str, int]:
         names = list(names)

@@ -108,7 +108,7 @@ class MapRepo:
             _LIBRARY_EDGES + "SELECT n.key, n.label, d.degree FROM ("
             "  SELECT k, count(*) AS degree FROM ("
             "    SELECT subject AS k FROM lib_edges UNION ALL SELECT object FROM lib_edges"
-            "  ) GROUP BY k"  # count first, then look each key up once by its primary key
+            "  ) AS u GROUP BY k"  # count first, then look each key up once by its primary key
             f") d JOIN node n ON n.key = d.k WHERE n.kind NOT IN ({_STRUCTURAL})",
             {"lib": library_id} | {f"kind{i}": k for i, k in enumerate(STRUCTURAL_KINDS)},
         )

@@ -51,7 +51,7 @@ def connect(url: str) -> psycopg.Connection[Any]:
     except psycopg.ProgrammingError as exc:  # the URL itself is malformed
         raise UserError(f"not a PostgreSQL URL: {redact(url)}: {exc}") from None
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
             f"cannot connect to PostgreSQL at {redact(url)}: {reason}",
             hint="check the URL ([store] url, --db or $BRAINMAP_DB) and that the server runs",
@@ -75,6 +75,7 @@ class PgDatabase(BaseDatabase):
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url = url
+        self.location = redact(url)
         self.conn = connect(url)
         import psycopg
 

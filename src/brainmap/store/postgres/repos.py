@@ -6,9 +6,12 @@ the SQLite repository's own, over :class:`~brainmap.store.postgres.database.PgDa
 from __future__ import annotations
 
 import math
+import os
+import socket
 from collections.abc import Sequence
 from typing import Any
 
+from brainmap.errors import LibraryHeldElsewhere
 from brainmap.store.entries import EntryRepo
 from brainmap.store.postgres.database import clip
 from brainmap.store.records import Filters
@@ -34,9 +37,35 @@ def tsquery(terms: Sequence[str]) -> str:
     )
 
 
+def machine() -> str:
+    """The name this machine goes by in a shared index: ``$BRAINMAP_MACHINE``, else the host
+    name."""
+    return os.environ.get("BRAINMAP_MACHINE") or socket.gethostname()
+
+
 class PgEntryRepo(EntryRepo):
     """The entry repository over PostgreSQL: BM25 over the chunks' ``tsv``, computed as
-    FTS5's bm25() does, so that both backends rank alike."""
+    FTS5's bm25() does, so that both backends rank alike; a library belongs to the machine
+    whose folder it is."""
+
+    def ensure_library(self, name: str, path: str, scope: str, language: str = "auto") -> int:
+        """As on SQLite, but a library another machine holds is refused
+        (:class:`LibraryHeldElsewhere`): indexing this machine's folder under its name would
+        delete every entry of that machine's folder which this one lacks."""
+        here = machine()
+        with self.db.write():
+            held = self.db.fetch("SELECT host, path FROM library WHERE name = ?", (name,))
+            if held and held[0][0] and held[0][0] != here:
+                raise LibraryHeldElsewhere(
+                    f"library {name!r} of the shared index is the folder {held[0][1]} on "
+                    f"{held[0][0]}; this machine ({here}) indexes nothing into it",
+                    hint=f"give this machine's library another name in config.toml "
+                    f"([[library]] name; for the global library also [save] library), or "
+                    f"set $BRAINMAP_MACHINE to {held[0][0]!r} if this is that machine",
+                )
+            library_id = super().ensure_library(name, path, scope, language)
+            self.db.execute("UPDATE library SET host = ? WHERE id = ?", (here, library_id))
+        return library_id
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

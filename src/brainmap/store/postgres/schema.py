@@ -42,7 +42,8 @@ CREATE TABLE library(
   scope text NOT NULL,
   indexed_at text,
   analyzer integer NOT NULL DEFAULT 0,
-  language text NOT NULL DEFAULT 'auto'
+  language text NOT NULL DEFAULT 'auto',
+  host text  -- the machine whose folder it is (store.postgres.repos.machine)
 );
 
 CREATE TABLE entry(
@@ -300,20 +301,51 @@ def applied(conn: psycopg.Connection[Any]) -> list[int]:
 
 def migrate(conn: psycopg.Connection[Any], url: str = "") -> list[int]:
     """Apply the migrations the database lacks, in one transaction under the migration lock;
-    return those this call applied. A database migrated by a newer brainmap is refused."""
+    return those this call applied. A database migrated by a newer brainmap is refused.
+
+    A database already at this version is only read: a team member whose role may not create
+    tables (or a read-only connection) opens it all the same."""
+    done = set(applied(conn))
+    if done >= set(MIGRATIONS):
+        _refuse_newer(done, url)
+        return []
+    import psycopg
+
+    try:
+        return _apply(conn, url)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise UserError(
+            f"the PostgreSQL database {redact(url)} needs brainmap's schema "
+            f"(v{SCHEMA_VERSION}), and this role may not create it: {exc}".strip(),
+            hint="connect once as the database's owner (a role that may CREATE tables and "
+            "the vector extension), then as anyone",
+        ) from None
+    except psycopg.errors.ReadOnlySqlTransaction:
+        raise UserError(
+            f"the PostgreSQL database {redact(url)} needs brainmap's schema "
+            f"(v{SCHEMA_VERSION}) and this connection is read-only",
+            hint="connect once with a role that may write, then read-only",
+        ) from None
+
+
+def _refuse_newer(done: set[int], url: str) -> None:
+    newer = sorted(v for v in done if v > SCHEMA_VERSION)
+    if newer:
+        raise UserError(
+            f"the PostgreSQL database {redact(url)} is at schema version {newer[-1]}; "
+            f"this brainmap knows up to {SCHEMA_VERSION}",
+            hint="upgrade brainmap on this machine (every machine of a team shares the "
+            "database's schema)",
+        )
+
+
+def _apply(conn: psycopg.Connection[Any], url: str) -> list[int]:
     with conn.transaction():
         # the lock first: the ledger's CREATE itself races when two processes start at once
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(_LEDGER)
         done = set(applied(conn))
-        newer = sorted(v for v in done if v > SCHEMA_VERSION)
-        if newer:
-            raise UserError(
-                f"the PostgreSQL database {redact(url) or ''} is at schema version {newer[-1]}; "
-                f"this brainmap knows up to {SCHEMA_VERSION}",
-                hint="upgrade brainmap on this machine (every machine of a team shares the "
-                "database's schema)",
-            )
+        _refuse_newer(done, url)
         by = f"{socket.gethostname()}:{os.getpid()}"
         todo = [v for v in sorted(MIGRATIONS) if v not in done]
         for version in todo:
@@ -326,12 +358,19 @@ def migrate(conn: psycopg.Connection[Any], url: str = "") -> list[int]:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (what errors and ``doctor`` show)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``url`` (a URL or a keyword connection string) without its password, as errors and
+    ``doctor`` show it; what cannot be parsed is not shown."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+        parts = conninfo_to_dict(url)
+    except Exception:  # psycopg absent, or not a connection string at all
+        return "(the configured URL)"
+    shown = {k: v for k, v in parts.items() if k not in ("password", "passfile")}
+    host, port, db = shown.pop("host", ""), shown.pop("port", ""), shown.pop("dbname", "")
+    user = shown.pop("user", "")
+    options = "&".join(f"{k}={v}" for k, v in sorted(shown.items()))
+    where = f"{host}:{port}" if port else str(host)
+    secret = ":***" if "password" in parts else ""
+    login = f"{user}{secret}@" if user or secret else ""
+    return f"postgresql://{login}{where}/{db}" + (f"?{options}" if options else "")

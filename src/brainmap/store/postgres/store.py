@@ -9,8 +9,10 @@ from brainmap.store.facts import FactRepo
 from brainmap.store.graph import GraphRepo
 from brainmap.store.index import Store
 from brainmap.store.libmap import MapRepo
-from brainmap.store.postgres.database import PgDatabase
+from brainmap.store.postgres.database import PgDatabase, is_postgres_url
 from brainmap.store.postgres.repos import PgEntryRepo, PgVectorRepo
+
+__all__ = ["PgStore", "is_postgres_url"]
 
 
 class PgStore(Store):
