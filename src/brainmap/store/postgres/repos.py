@@ -109,26 +109,41 @@ class PgEntryRepo(EntryRepo):
         if not terms:
             return []
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
+        chunks, total_words, hits = self._figures(terms)
+        average = max(total_words / max(chunks, 1), 1e-9)
+        idf = {t: max(math.log((chunks - hits[t] + 0.5) / (hits[t] + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
         where, params = filters.sql()
-        words = sorted({w for t in terms for w in t.split()})
         rare = "" if not within else " AND c.tsv @@ ?::tsquery"
+        matching = [tsquery(terms), *([tsquery(within)] if within else []), *params]
+        if all(" " not in t for t in terms):
+            # words only: PostgreSQL scores, and only the best come back
+            rows = self.db.fetch(
+                "WITH q(term, idf) AS (SELECT * FROM unnest(?::text[], ?::float8[])) "
+                "SELECT c.id FROM chunk c JOIN entry e ON e.id = c.entry_id "
+                "CROSS JOIN LATERAL (SELECT u.lexeme, sum(CASE w WHEN 'A' THEN ?::float8 "
+                "WHEN 'B' THEN ?::float8 WHEN 'C' THEN ?::float8 ELSE ?::float8 END) AS freq "
+                "FROM unnest(c.tsv) u, unnest(u.weights) w WHERE u.lexeme = ANY(?::text[]) "
+                "GROUP BY u.lexeme) f JOIN q ON q.term = f.lexeme "
+                f"WHERE c.tsv @@ ?::tsquery{rare} AND {where} GROUP BY c.id "
+                "ORDER BY sum(q.idf * f.freq * ?::float8 / (f.freq + ?::float8 * "
+                "(1 - ?::float8 + ?::float8 * c.words / ?::float8))) DESC, c.id LIMIT ?",
+                [terms, [idf[t] for t in terms], *weights, terms, *matching,
+                 K1 + 1, K1, B, B, average, limit],
+            )  # fmt: skip
+            return [int(r[0]) for r in rows]
+        words = sorted({w for t in terms for w in t.split()})
         rows = self.db.fetch(
             "SELECT c.id, c.words, u.lexeme, u.positions, u.weights "
             "FROM chunk c JOIN entry e ON e.id = c.entry_id CROSS JOIN LATERAL unnest(c.tsv) u "
             f"WHERE c.tsv @@ ?::tsquery{rare} AND {where} AND u.lexeme = ANY(?::text[])",
-            [tsquery(terms), *([tsquery(within)] if within else []), *params, words],
+            [*matching, words],
         )
-        if not rows:
-            return []
-        chunks, total_words, hits = self._figures(terms)
-        average = total_words / max(chunks, 1)
-        idf = {t: max(math.log((chunks - hits.get(t, 0) + 0.5) / (hits.get(t, 0) + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
         found: dict[int, tuple[int, dict[str, list[tuple[int, str]]]]] = {}
         for chunk_id, length, word, positions, marks in rows:
             entry = found.setdefault(int(chunk_id), (int(length), {}))
             entry[1][word] = list(zip(positions, marks, strict=True))
         scored: list[tuple[float, int]] = []
-        for chunk_id, (length, occurrences) in found.items():
+        for chunk_id, (length, occurrences) in found.items():  # phrases: scored here
             norm = K1 * (1 - B + B * length / average)
             score = 0.0
             for term in terms:
