@@ -113,8 +113,14 @@ class Store:
                 "SELECT id, entry_id, ord, heading, line_start, line_end, text, embed_hash "
                 "FROM chunk ORDER BY id"
             ),
+            **self._text_snapshot(),
+            **self.graph.snapshot(),
+        }
+
+    def _text_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
+        """The full-text rows and the vectors, as :meth:`snapshot` compares them."""
+        return {
             "fts": self.db.rows("SELECT rowid FROM chunk_fts ORDER BY rowid"),
             "fts_terms": self.db.rows("SELECT term, doc, cnt FROM chunk_vocab ORDER BY term"),
             "vectors": self.db.rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
-            **self.graph.snapshot(),
         }

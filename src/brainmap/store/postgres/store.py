@@ -61,23 +61,11 @@ class PgStore(Store):
         """VACUUM ANALYZE: free dead rows and refresh the planner's statistics."""
         self.db.vacuum()
 
-    def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
-        """Every derived row in a comparable form (used to check rebuilds are identical)."""
+    def _text_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         return {
-            "libraries": self.db.rows("SELECT name, path, scope FROM library ORDER BY name"),
-            "entries": self.db.rows(
-                "SELECT e.id, l.name, e.path, e.title, e.type, e.tags, e.content_hash, e.meta, "
-                "e.slug, e.blob, e.source_rev "
-                "FROM entry e JOIN library l ON l.id = e.library_id ORDER BY e.id"
-            ),
-            "chunks": self.db.rows(
-                "SELECT id, entry_id, ord, heading, line_start, line_end, text, embed_hash "
-                "FROM chunk ORDER BY id"
-            ),
             "fts": self.db.rows("SELECT id FROM chunk WHERE tsv IS NOT NULL ORDER BY id"),
             "fts_terms": self.db.rows("SELECT id, tsv::text, words FROM chunk ORDER BY id"),
             "vectors": self.db.rows(
                 "SELECT chunk_id, model, vec::text FROM chunk_vec ORDER BY chunk_id"
             ),
-            **self.graph.snapshot(),
         }
