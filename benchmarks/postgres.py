@@ -308,7 +308,9 @@ def main() -> None:
         "--exclude", action="append", default=[], metavar="GLOB",
         help="leave these pages (relative to the corpus) out, on both backends",
     )  # fmt: skip
-    parser.add_argument("--keep", type=Path, help="keep the homes (and a pg_dump) in DIR")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the homes (and a pg_dump) in DIR"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile hybrid search, stderr")
     args = parser.parse_args()
 

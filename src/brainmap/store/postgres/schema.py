@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 # pg_advisory_xact_lock's key for migrations: any constant, the same in every brainmap
 MIGRATION_LOCK = 0x6272_6D61_7031  # "brmap1"
-MIN_SERVER_VERSION = 130000  # 13: gen_random_uuid built in, DROP DATABASE WITH (FORCE)
+MIN_SERVER_VERSION = 160000  # the version the tests run on (pgserver's); older: test first
 MIN_VECTOR_VERSION = (0, 5, 0)  # HNSW indexes
 
 _SCHEMA_V1 = f"""
