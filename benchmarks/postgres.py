@@ -222,6 +222,9 @@ def latency(sides: list[Side], queries: list[str], mode: str) -> dict[str, Any]:
         key = lambda h: (h.library, h.path, h.line_start, h.line_end)  # noqa: E731
         chunks = [([key(h) for h in x], [key(h) for h in y]) for x, y in zip(a, b, strict=True)]
         n = len(ids)
+        for query, (x, y) in zip(queries, chunks, strict=True):
+            if x != y:  # what differs, for a look
+                print(f"{mode} differs: {query!r}\n  sqlite   {x}\n  postgres {y}", file=sys.stderr)
         out[f"{mode}_top10_same_ids"] = round(sum(x == y for x, y in ids) / n, 3)
         out[f"{mode}_top10_same_chunks"] = round(sum(x == y for x, y in chunks) / n, 3)
         out[f"{mode}_top1_same_chunk"] = round(sum(x[:1] == y[:1] for x, y in chunks) / n, 3)
@@ -330,7 +333,7 @@ def main() -> None:
     else:
         root = Path(tempfile.mkdtemp(prefix="bm-pgbench-"))
 
-    pg = Postgres().start()
+    pg = Postgres()
     sides: list[Side] = []
     result: dict[str, Any] = {
         "benchmark": "postgres",
@@ -340,12 +343,14 @@ def main() -> None:
     if args.exclude:
         result["excluded_globs"] = len(args.exclude)
     try:
-        url = pg.database()
-        sides = [Side("sqlite", root / "sqlite", None), Side("postgres", root / "postgres", url)]
-        for side in sides:
-            figures = build(side, tldr, sample, args.exclude)
-            result |= {f"{side.name}_{k}": v for k, v in figures.items()}
+        sides = [Side("sqlite", root / "sqlite", None), Side("postgres", root / "postgres", None)]
         sql, post = sides
+        post.url = attempt(post, "server start", lambda: pg.start().database())
+        url = post.url or ""
+        for side in sides:
+            if not side.error:
+                figures = build(side, tldr, sample, args.exclude)
+                result |= {f"{side.name}_{k}": v for k, v in figures.items()}
         if not sql.error and not post.error:
             result["pg_index_slowdown"] = round(
                 result["postgres_text_index_s"] / result["sqlite_text_index_s"], 2
@@ -377,14 +382,14 @@ def main() -> None:
         if args.profile:
             for side in sides:
                 profile(side, queries)
+        if args.keep:  # the PostgreSQL index goes with the server
+            attempt(post, "pg_dump", lambda: subprocess.run(
+                [str(pg.bin / "pg_dump"), "-Fc", "-f", str(root / "postgres.dump"), url],
+                check=True, capture_output=True, cwd=pg.root,
+            ))  # fmt: skip
         for side in sides:
             if side.error:
                 result[f"{side.name}_error"] = side.error
-        if args.keep and not post.error:  # the PostgreSQL index goes with the server
-            subprocess.run(
-                [str(pg.bin / "pg_dump"), "-Fc", "-f", str(root / "postgres.dump"), url],
-                check=True, capture_output=True, cwd=pg.root,
-            )  # fmt: skip
     finally:
         for side in sides:
             side.close()

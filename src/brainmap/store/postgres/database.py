@@ -195,10 +195,13 @@ def text_vector(columns: Sequence[str]) -> tuple[str, int]:
     words = 0
     for weight, text in zip(TEXT_WEIGHTS, columns, strict=False):
         for token in split_tokens(text or ""):
+            word = clip(fold(token))
+            if not word:  # only combining marks (a Lao tone mark alone): nothing to match
+                continue
             position += 1
             words += 1
             at = min(position, MAX_POSITION)
-            positions.setdefault(clip(fold(token)), []).append(f"{at}{weight}")
+            positions.setdefault(word, []).append(f"{at}{weight}")
         position += COLUMN_GAP
     literal = " ".join(
         "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "':" + ",".join(at)

@@ -125,8 +125,11 @@ class PgEntryRepo(EntryRepo):
                 "FROM unnest(c.tsv) u, unnest(u.weights) w WHERE u.lexeme = ANY(?::text[]) "
                 "GROUP BY u.lexeme) f JOIN q ON q.term = f.lexeme "
                 f"WHERE c.tsv @@ ?::tsquery{rare} AND {where} GROUP BY c.id "
-                "ORDER BY sum(q.idf * f.freq * ?::float8 / (f.freq + ?::float8 * "
-                "(1 - ?::float8 + ?::float8 * c.words / ?::float8))) DESC, c.id LIMIT ?",
+                # rounded: chunks of the same text tie (whatever order the sum took) and
+                # then come in id order, as from FTS5
+                "ORDER BY round(sum(q.idf * f.freq * ?::float8 / (f.freq + ?::float8 * "
+                "(1 - ?::float8 + ?::float8 * c.words / ?::float8)))::numeric, 9) DESC, c.id "
+                "LIMIT ?",
                 [terms, [idf[t] for t in terms], *weights, terms, *matching,
                  K1 + 1, K1, B, B, average, limit],
             )  # fmt: skip
@@ -150,7 +153,7 @@ class PgEntryRepo(EntryRepo):
                 freq = _frequency(term.split(), occurrences, weights)
                 if freq:
                     score += idf[term] * freq * (K1 + 1) / (freq + norm)
-            scored.append((-score, chunk_id))
+            scored.append((-round(score, 9), chunk_id))
         scored.sort()
         return [chunk_id for _, chunk_id in scored[:limit]]
 
