@@ -328,7 +328,12 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
     run_cli(crashed, "library", "add", "lib", str(lib), env={"BRAINMAP_DB": url} if url else {})
     shutil.copyfile(fresh / "vectors.db", crashed / "vectors.db")  # embeddings from cache: fast
     injector = Path(__file__).with_name("crashing.py")
-    for point in ("text:1", "text:40", "text:77", "embed:1", "embed:3"):
+    # on PostgreSQL fewer crashes, for the suite's time (the same kinds of point)
+    points = ("text:1", "text:40", "text:77", "embed:1", "embed:3")
+    kills = 5
+    if backend == "postgres":
+        points, kills = ("text:1", "text:77", "embed:1"), 3
+    for point in points:
         proc = subprocess.run(
             [sys.executable, str(injector), point, "--home", str(crashed), "reindex"],
             check=False,
@@ -349,7 +354,7 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
     duration = time.monotonic() - started
     rng = random.Random(5)
     landed = 0
-    for _ in range(5):
+    for _ in range(kills):
         drop_index(crashed, url or None)
         proc = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
@@ -357,7 +362,7 @@ def test_kill_during_reindex_then_reindex_equals_fresh_build(
         time.sleep(rng.uniform(0.15, 0.7) * duration)
         proc.send_signal(signal.SIGKILL)
         landed += proc.wait() == -signal.SIGKILL  # still running: the kill landed mid-run
-    assert landed >= 3  # (a run may finish early on a quiet machine; most must not)
+    assert landed >= kills // 2 + 1  # (a run may finish early on a quiet machine; most must not)
     run_cli(crashed, "reindex", env={"BRAINMAP_DB": url} if url else {})
     assert _comparable(crashed, url or None) == expected
 
