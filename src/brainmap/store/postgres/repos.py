@@ -48,6 +48,12 @@ class PgEntryRepo(EntryRepo):
     FTS5's bm25() does, so that both backends rank alike; a library belongs to the machine
     whose folder it is."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._generation = -1
+        self._sizes = (0, 0)
+        self._term_hits: dict[str, int] = {}
+
     def ensure_library(self, name: str, path: str, scope: str, language: str = "auto") -> int:
         """As on SQLite, but a library another machine holds is refused
         (:class:`LibraryHeldElsewhere`): indexing this machine's folder under its name would
@@ -67,33 +73,20 @@ class PgEntryRepo(EntryRepo):
             self.db.execute("UPDATE library SET host = ? WHERE id = ?", (here, library_id))
         return library_id
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._generation = -1
-        self._sizes = (0, 0)
-        self._term_hits: dict[str, int] = {}
-
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks contain each term (terms already folded; those in none left out)."""
-        if not terms:
-            return {}
-        rows = self.db.fetch(
-            "SELECT t, (SELECT count(*) FROM chunk WHERE tsv @@ t::tsquery) "
-            "FROM unnest(?::text[]) AS t",
-            ([lexeme(t) for t in terms],),
-        )
-        counts = {term: int(n) for (_, n), term in zip(rows, terms, strict=True)}
-        return {term: n for term, n in counts.items() if n}
+        return {term: n for term, n in self._match_counts(terms).items() if n}
 
-    def _phrase_freqs(self, phrases: Sequence[str]) -> dict[str, int]:
-        if not phrases:
+    def _match_counts(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks match each term: a word, or a phrase of words in a row."""
+        if not terms:
             return {}
         rows = self.db.fetch(
             "SELECT (SELECT count(*) FROM chunk WHERE tsv @@ t::tsquery) "
             "FROM unnest(?::text[]) WITH ORDINALITY AS q(t, n) ORDER BY n",
-            ([tsquery([p]) for p in phrases],),
+            ([tsquery([t]) for t in terms],),
         )
-        return {p: int(r[0]) for p, r in zip(phrases, rows, strict=True)}
+        return {t: int(r[0]) for t, r in zip(terms, rows, strict=True)}
 
     def bm25(
         self,
@@ -170,14 +163,10 @@ class PgEntryRepo(EntryRepo):
             self._term_hits.clear()
         missing = [t for t in terms if t not in self._term_hits]
         if missing:
-            single = [t for t in missing if " " not in t]
-            found = {
-                **self.doc_freqs(single),
-                **self._phrase_freqs([t for t in missing if " " in t]),
-            }
+            found = self._match_counts(missing)
             if len(self._term_hits) > MAX_CACHED_TERMS:
                 self._term_hits.clear()
-            self._term_hits.update({t: found.get(t, 0) for t in missing})
+            self._term_hits.update(found)
         return self._sizes[0], self._sizes[1], {t: self._term_hits[t] for t in terms}
 
     def compact_text(self) -> None:
