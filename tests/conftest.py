@@ -162,8 +162,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(home: Path, *args: str, port: int | None = None) -> Iterator[str]:
-    """A real `brainmap serve` process on a free port; yields its base URL."""
+def serving(
+    home: Path, *args: str, port: int | None = None, token: str | None = None
+) -> Iterator[str]:
+    """A real `brainmap serve` process on a free port; yields its base URL. Its readiness is
+    probed with ``token`` (default: the one of ``--token``), as a team's server needs one."""
     port = port or free_port()
     proc = subprocess.Popen(
         [
@@ -183,7 +186,7 @@ def serving(home: Path, *args: str, port: int | None = None) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    token = next((args[i + 1] for i, a in enumerate(args) if a == "--token"), None)
+    token = token or next((args[i + 1] for i, a in enumerate(args) if a == "--token"), None)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         while True:

@@ -24,6 +24,7 @@ LAYERS = {
     "ftsquery": 3, "queryvectors": 3, "vectorindex": 3, "fusion": 3,  # search's parts
     "sync": 3,  # git sync of a library: commit, merge (union for the diary), push
     "usage": 3,  # usage telemetry: the buffer and usage.db, what stats shows of it
+    "team": 3,  # users, roles per library and tokens of a served brain (team.db or PostgreSQL)
     "evaluate": 4, "notes": 4, "audit": 4, "watcher": 4,
     "diary": 4, "hooks": 4,  # the diary writes notes; hooks read the diary
     "derive": 4,  # the one after-change step: pairing, map, rollups (diary)

@@ -319,6 +319,11 @@ class Config:
         return self.home / "brain.db"
 
     @property
+    def team_path(self) -> Path:
+        """The users, roles and tokens of a served brain (SQLite): outside the index."""
+        return self.home / "team.db"
+
+    @property
     def cache_path(self) -> Path:
         return self.home / "vectors.db"
 

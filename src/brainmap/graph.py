@@ -11,7 +11,7 @@ nodes without rewriting the edges of any other entry.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,12 +323,16 @@ class GraphReader:
         predicates: list[str] | None = None,
         limit: int = 200,
         libraries: Iterable[str] = (),
+        only: Sequence[str] | None = None,
     ) -> Neighborhood:
         """Breadth-first walk from a node, ``depth`` edges out, in both directions, up to
-        ``limit`` neighbours; only edges between returned nodes are returned."""
+        ``limit`` neighbours; only edges between returned nodes are returned. With ``only``,
+        only edges of those libraries, from a node that is not an entry or file of another."""
         depth = max(1, min(depth, MAX_DEPTH))
         start = self.resolve(ref, libraries)
         start = self.canonical([start])[start]
+        if only is not None and not self._inside(start, only):
+            raise UserError(f"nothing in the graph is called {ref!r}", status=404)
         seen = {start: 0}
         aliases: dict[str, list[str]] = {}
         edges: dict[tuple[str, str, str, str | None, int | None], Edge] = {}
@@ -340,7 +344,9 @@ class GraphReader:
                 aliases[key] = [m for m in members if m != key and m.startswith("entity:")]
                 # a cap on what one node brings in (a commit may touch 40k files)
                 room = max(limit + 2 - len(seen), 1)
-                touching, cut = self.store.graph.edges_touching(members, predicates, limit=room * 8)
+                touching, cut = self.store.graph.edges_touching(
+                    members, predicates, limit=room * 8, libraries=only
+                )
                 truncated = truncated or cut
                 ends = [e.object if hit == e.subject else e.subject for hit, e in touching]
                 resolved = self.canonical(sorted(set(ends)))
@@ -373,6 +379,17 @@ class GraphReader:
                 status=404,
             )
         return Neighborhood(center, nodes[1:], list(edges.values()), truncated)
+
+    def _inside(self, key: str, libraries: Sequence[str]) -> bool:
+        """Whether a node that belongs to one library (an entry, a file) is in ``libraries``;
+        any other node (an entity, a commit, a person) belongs to none."""
+        node = NodeKey.parse(key)
+        if node.kind == "entry":
+            row = self.store.entries.entry(node.name)
+            return row is None or row["library"] in libraries
+        if node.kind == "file":
+            return node.name.split("/", 1)[0] in libraries
+        return True
 
     def hops(self, hits: list[tuple[str, str, str | None]], depth: int, commits: int) -> list[Hops]:
         """The provenance chain of each ``(library, path, source_rev)`` up to ``depth``."""

@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Collection
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp import types
@@ -31,6 +31,9 @@ from brainmap.ops import (
     served,
     to_jsonable,
 )
+
+if TYPE_CHECKING:
+    from brainmap.team import Team
 
 log = logging.getLogger("brainmap.mcp")
 
@@ -80,9 +83,19 @@ _GUIDE = (
 _MENTION = re.compile(r"`([a-z_]+)`")
 
 
-def instructions(brain: Brain, offered: Collection[str] | None = None) -> str:
+_TEAM_MAP = (
+    "This server has a team: each user reads and writes the libraries their roles allow, and "
+    "sees only those. Call `map` for the libraries you may read, what each is about, and "
+    "where to search."
+)
+
+
+def instructions(
+    brain: Brain, offered: Collection[str] | None = None, *, team: bool = False
+) -> str:
     """What the agent should know first: how to use the tools ``offered`` (default: all),
-    and the library map."""
+    and the library map (with a ``team``, how to get the map of the user's libraries: the
+    instructions are the same for every user)."""
     every = set(tools(read_only=False))
     given = every if offered is None else set(offered)
     # a sentence that recommends a tool this server does not offer is left out: the tool
@@ -91,16 +104,17 @@ def instructions(brain: Brain, offered: Collection[str] | None = None) -> str:
     if every - given:
         dropped = ", ".join(sorted(every - given))
         lines.append(f"This server is read-only: the tools that write ({dropped}) are not offered.")
-    return "\n".join([*lines, "", map_text(brain)])
+    return "\n".join([*lines, "", _TEAM_MAP if team else map_text(brain)])
 
 
 class _BrainServer(Server[Any]):
     """A server whose instructions follow the library map: they are rebuilt for the next
     session whenever a map block or the list of libraries changed."""
 
-    def __init__(self, brain: Brain, offered: Collection[str], **kwargs: Any) -> None:
+    def __init__(self, brain: Brain, offered: Collection[str], team: bool, **kwargs: Any) -> None:
         self._brain = brain
         self._offered = offered
+        self._team = team
         self._cached: tuple[Any, str] | None = None
         super().__init__(**kwargs)
 
@@ -112,7 +126,7 @@ class _BrainServer(Server[Any]):
                 tuple(x.name for x in self._brain.cfg.libraries),
             )
             if self._cached is None or self._cached[0] != key:
-                self._cached = (key, instructions(self._brain, self._offered))
+                self._cached = (key, instructions(self._brain, self._offered, team=self._team))
         except Exception:  # a busy or damaged index must not stop a session from opening
             log.warning("library map unavailable for the instructions", exc_info=True)
             if self._cached is None:
@@ -133,13 +147,28 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def create_server(brain: Brain, *, read_only: bool = False) -> Server[Any]:
-    """An MCP server whose tools run the ops against ``brain`` (blocking work in threads)."""
+def create_server(
+    brain: Brain, *, read_only: bool = False, team: Team | None = None
+) -> Server[Any]:
+    """An MCP server whose tools run the ops against ``brain`` (blocking work in threads).
+    With ``team`` (inside ``brainmap serve``), each call runs as the user of its HTTP
+    request, and each user is offered the tools their roles allow."""
+    from brainmap.ops.access import Requester, offered, requester, run
+
     available = tools(read_only)
     listed = tool_list(read_only)
 
+    def caller(ctx: Any) -> Requester | None:
+        """The user of the HTTP request that carried this message (none over stdio)."""
+        request = getattr(ctx, "request", None)
+        return requester(getattr(request, "scope", {}), team, "mcp")
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
+        who = caller(ctx)
+        if who is None:
+            return types.ListToolsResult(tools=listed)
+        mine = [t for t in listed if offered(available[t.name], who.principal)]
+        return types.ListToolsResult(tools=mine)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         o = available.get(params.name)
@@ -155,7 +184,7 @@ def create_server(brain: Brain, *, read_only: bool = False) -> Server[Any]:
         except ValidationError as exc:
             return _error(f"invalid arguments: {describe_errors(exc.errors())}")
         try:
-            result = await anyio.to_thread.run_sync(partial(o.run, brain, inp, "mcp"))
+            result = await anyio.to_thread.run_sync(partial(run, o, brain, inp, "mcp", caller(ctx)))
         except UserError as exc:
             return _error(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""))
         data = to_jsonable(result)
@@ -167,6 +196,7 @@ def create_server(brain: Brain, *, read_only: bool = False) -> Server[Any]:
     return _BrainServer(
         brain,
         available.keys(),
+        team is not None,
         name="brainmap",
         version=__version__,
         on_list_tools=list_tools,

@@ -189,9 +189,7 @@ class Searcher:
     ) -> Filters:
         library_ids = None
         if libraries:
-            self.cfg.select(libraries)  # raises a clear error for unknown names
-            found = self.store.entries.library_ids(libraries)
-            library_ids = sorted(found.values())
+            library_ids = sorted(read_library_ids(self.cfg, self.store, libraries).values())
         return Filters(
             library_ids=library_ids,
             types=[t.lower() for t in types or []],
@@ -508,6 +506,16 @@ class Searcher:
             )
             for score, weight, row in scored
         ]
+
+
+def read_library_ids(cfg: Config, store: Store, names: list[str]) -> dict[str, int]:
+    """The index ids of the libraries a read names. Each must be configured here or be in
+    the index (on PostgreSQL, another machine's library); any other name is a clear error."""
+    found = store.entries.library_ids(names)
+    for name in names:
+        if name not in found:
+            cfg.library(name)  # raises the error that lists the known libraries
+    return found
 
 
 def search_slots(cfg: Config) -> threading.Semaphore:

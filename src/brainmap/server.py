@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
+import anyio
 from fastapi import Body, FastAPI, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -29,15 +31,19 @@ from pydantic import BaseModel
 from pydantic.warnings import UnsupportedFieldAttributeWarning
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brainmap import __version__
 from brainmap.errors import UserError
 from brainmap.gui import install as install_gui
+from brainmap.gui.account import LOGIN as LOGIN_PATH
+from brainmap.gui.account import SESSION_COOKIE
 from brainmap.mcp_server import create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
+from brainmap.ops.access import PRINCIPAL, requester, run
+from brainmap.team import OWNER, Principal, Team
 
 log = logging.getLogger("brainmap.server")
 # FastAPI puts an alias on the parameter that carries a query-parameter model; pydantic warns
@@ -93,6 +99,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class Keys:
+    """The tokens a server takes: the owner's (``--token``) and, with a team, its users'."""
+
+    def __init__(self, token: str | None, team: Team | None) -> None:
+        self.token = token.encode("utf-8") if token is not None else None
+        self.team = team
+
+    @property
+    def needed(self) -> bool:
+        """Whether every request must carry one."""
+        return self.token is not None or self.team is not None
+
+    def principal(self, given: str) -> Principal | None:
+        """Who a token belongs to: the owner, a user of the team, or nobody. Without a team,
+        the owner's token is all there is and no rules apply."""
+        try:  # compare bytes: compare_digest refuses non-ASCII str
+            sent = given.encode("latin-1")
+        except UnicodeEncodeError:  # no token of ours has such a character
+            return None
+        if self.token is not None and hmac.compare_digest(sent, self.token):
+            return OWNER
+        if self.team is None:
+            return None
+        return self.team.authenticate(given)
+
+
 class Guard:
     """ASGI middleware: Host, Origin, bearer token and body size, for every route."""
 
@@ -102,12 +134,15 @@ class Guard:
         *,
         allowed_hosts: set[str],
         port: int | None,
-        token: str | None,
+        keys: Keys,
         max_body: int,
         page_error: PageError | None = None,
     ) -> None:
+        """With a team in ``keys``, every request needs a token of one of its users (or the
+        owner's): the user is left in the scope for the ops' rules."""
         self.app = app
         self.page_error = page_error
+        self.keys = keys
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
         # a browser page may call us only from our own origin: same host name *and* port
         self.allowed_origins = {
@@ -115,7 +150,6 @@ class Guard:
             for host in self.allowed_hosts
             for scheme, suffix in (("http", f":{port}"), ("https", f":{port}"))
         }
-        self.token = token.encode("utf-8") if token is not None else None
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -127,6 +161,8 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
+        if refusal is None:
+            refusal = await self._authenticate(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -176,15 +212,31 @@ class Guard:
             return problem(403, f"cross-origin request from {origin} refused")
         if browser_write and headers.get("sec-fetch-site") == "cross-site":
             return problem(403, "cross-site request refused")
-        if self.token is not None:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            # compare bytes: compare_digest refuses non-ASCII str
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode("latin-1"), self.token
-            ):
-                return problem(401, "a valid bearer token is required",
-                               headers={"WWW-Authenticate": 'Bearer realm="brainmap"'})  # fmt: skip
         return None
+
+    async def _authenticate(self, scope: Scope, headers: dict[str, str]) -> ASGIApp | None:
+        """Refuse a request without a valid token when one is needed; leave its user in the
+        scope when the server has a team. The GUI's pages also take the sign-in cookie, and
+        a browser without one is sent to the sign-in page."""
+        if not self.keys.needed:
+            return None
+        path = scope["path"]
+        if path in (LOGIN_PATH, "/favicon.ico"):  # signing in needs none yet; the icon is none
+            return None
+        given = bearer(headers)
+        if given is None and is_page(path):
+            given = cookie(headers, SESSION_COOKIE)
+        principal = await anyio.to_thread.run_sync(self.keys.principal, given) if given else None
+        if principal is not None:
+            if self.keys.team is not None:
+                scope[PRINCIPAL] = principal
+            return None
+        if is_page(path) and scope["method"] in ("GET", "HEAD"):
+            target = path + (f"?{scope['query_string'].decode('latin-1')}"
+                             if scope.get("query_string") else "")  # fmt: skip
+            return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'next': target})}", 303)
+        return self._for(scope, problem(401, "a valid bearer token is required",
+                         headers={"WWW-Authenticate": 'Bearer realm="brainmap"'}))  # fmt: skip
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = problem(413, f"request body larger than {self.max_body} bytes")
@@ -204,6 +256,26 @@ class Guard:
                 return None
             more = message.get("more_body", False)
         return b"".join(chunks)
+
+
+def bearer(headers: dict[str, str]) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if any."""
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    given = given.strip()
+    return given if scheme.lower() == "bearer" and given else None
+
+
+def cookie(headers: dict[str, str], name: str) -> str | None:
+    """The value of cookie ``name`` (a malformed header has none)."""
+    from http.cookies import CookieError, SimpleCookie
+
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie", ""))
+    except CookieError:
+        return None
+    found = jar.get(name)
+    return found.value if found is not None and found.value else None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -246,7 +318,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for status, description in {
         400: "Bad input",
         401: "Missing or wrong bearer token",
-        403: "Refused (read-only server, cross-origin, or a path outside the library)",
+        403: "Refused (read-only server, a role the user lacks, cross-origin, or a path "
+        "outside the library)",
         404: "Not found",
         409: "Conflict with the current state",
         413: "Body too large",
@@ -256,8 +329,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[..., Any]:
-    """A FastAPI endpoint with a signature FastAPI can read: query, path or body input.
+def _endpoint(
+    o: Op, brain: Brain, read_only: bool, method: str, team: Team | None
+) -> Callable[..., Any]:
+    """A FastAPI endpoint with a signature FastAPI can read: query, path or body input (and
+    the request, for its user).
 
     An op whose path has parameters (``/get/{ref:path}``) takes exactly those fields."""
     in_path = re.findall(r"\{(\w+)", o.path)
@@ -273,7 +349,7 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
         where = Query() if method == "GET" or o.in_query else Body()
         parameters = [_param("inp", Annotated[o.input, where])]
 
-    def endpoint(**given: Any) -> Any:
+    def endpoint(request: Request, **given: Any) -> Any:
         if read_only and o.writes:
             raise UserError(f"{o.tool} is disabled: the server runs with --read-only", status=403)
         if o.input is NoInput:
@@ -282,19 +358,23 @@ def _endpoint(o: Op, brain: Brain, read_only: bool, method: str) -> Callable[...
             inp = o.input(**{name: given[name] for name in in_path})
         else:
             inp = given["inp"]
+        result = run(o, brain, inp, "http", requester(request.scope, team, "http"))
         # serialised by the output's schema in one pass (FastAPI would validate the value
         # again, build dicts and dump those with json); the schema is still response_model's
-        return Response(to_json(o.run(brain, inp, "http"), o.output), media_type=JSON)
+        return Response(to_json(result, o.output), media_type=JSON)
 
+    parameters.insert(0, _param("request", Request))
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=o.output)  # type: ignore[attr-defined]
     endpoint.__name__ = f"{o.tool}_{method.lower()}"
     return endpoint
 
 
-def _add_route(app: FastAPI, o: Op, brain: Brain, read_only: bool, method: str) -> None:
+def _add_route(
+    app: FastAPI, o: Op, brain: Brain, read_only: bool, method: str, team: Team | None
+) -> None:
     app.add_api_route(
         o.path,
-        _endpoint(o, brain, read_only, method),
+        _endpoint(o, brain, read_only, method, team),
         methods=[method],
         response_model=o.output,
         summary=o.description.split("\n")[0].rstrip("."),
@@ -318,8 +398,10 @@ def create_app(
     read_only: bool = False,
     allow_hosts: list[str] | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    team: Team | None = None,
 ) -> ASGIApp:
-    """The whole HTTP application: REST + OpenAPI + MCP, behind the guard."""
+    """The whole HTTP application: REST + OpenAPI + MCP, behind the guard. With ``team``,
+    every request needs a token of its users (or ``token``), and the ops' rules apply."""
     from mcp.server.streamable_http_manager import (
         StreamableHTTPASGIApp,
         StreamableHTTPSessionManager,
@@ -327,7 +409,7 @@ def create_app(
 
     # the Guard checks Host and Origin for every route, /mcp included
     manager = StreamableHTTPSessionManager(
-        app=create_server(brain, read_only=read_only), max_request_body_size=max_body
+        app=create_server(brain, read_only=read_only, team=team), max_request_body_size=max_body
     )
 
     @asynccontextmanager
@@ -346,20 +428,23 @@ def create_app(
     )
     for o in served():
         for method in o.methods:
-            _add_route(app, o, brain, read_only, method)
+            _add_route(app, o, brain, read_only, method, team)
     app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), methods=None))
 
     @app.get("/health", include_in_schema=False)
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    site = install_gui(app, brain, read_only=read_only)  # the web GUI at / (not in the OpenAPI)
+    keys = Keys(token, team)
+    # the web GUI at / (not in the OpenAPI); with tokens, it has a sign-in page
+    site = install_gui(app, brain, read_only=read_only, team=team,
+                       sign_in=keys.principal if keys.needed else None)  # fmt: skip
     _install_error_handlers(app, site.error_page)
     return Guard(
         app,
         allowed_hosts=allowed_hostnames(host, allow_hosts or []),
         port=port,
-        token=token,
+        keys=keys,
         max_body=max_body,
         page_error=site.error_page,
     )
@@ -404,22 +489,25 @@ def serve(
     allow_hosts: list[str] | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     ready: Callable[[str], None] | None = None,
+    team: Team | None = None,
 ) -> None:
-    """Run the HTTP server until interrupted. Any address but loopback needs a token."""
+    """Run the HTTP server until interrupted. Any address but loopback needs tokens: the
+    owner's ``token``, or those of a ``team`` (which then applies its users' roles)."""
     import uvicorn
 
     check_token(token)
-    if not is_loopback(host) and not token:
+    if not is_loopback(host) and not token and team is None:
         raise UserError(
             f"serving on {host} exposes the brain to the network; a token is required",
-            hint="pass --token (or set $BRAINMAP_TOKEN), or bind 127.0.0.1",
+            hint="pass --token (or set $BRAINMAP_TOKEN), add users (brainmap user add), or "
+            "bind 127.0.0.1",
         )
     # bound before the app is made: with --port 0 the guard's own origin and the banner
     # need the port the system picked, not 0
     sockets = _listen(host, port)
     port = sockets[0].getsockname()[1]
     app = create_app(brain, host=host, port=port, token=token, read_only=read_only,
-                     allow_hosts=allow_hosts, max_body=max_body)  # fmt: skip
+                     allow_hosts=allow_hosts, max_body=max_body, team=team)  # fmt: skip
     # a request stuck in a worker thread cannot be cancelled: without a bound, uvicorn waits
     # for it forever and SIGTERM never stops the server
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",

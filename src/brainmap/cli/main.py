@@ -23,6 +23,7 @@ from brainmap.cli import (  # noqa: F401
     search,
     serve,
     sync,
+    team,
     usage,
 )
 from brainmap.cli.app import cli, state

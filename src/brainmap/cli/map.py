@@ -58,7 +58,7 @@ def map_cmd(args: tuple[str, ...], library: str | None, json_out: bool) -> None:
     if name is not None:
         block = ops.get_map(brain, validate(ops.MapLibraryInput, library=name))
         return print_json(block) if json_out else _print_block(block)
-    result = ops.map_(brain, ops.NoInput())
+    result = ops.map_(brain, validate(ops.MapInput))
     if json_out:
         return print_json(result)
     for line in result.libraries:

@@ -16,7 +16,7 @@ from brainmap.cli.common import open_brain
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to bind; anything but loopback needs --token.",
+    help="Address to bind; anything but loopback needs --token or a team (brainmap user add).",
 )
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
@@ -26,7 +26,7 @@ from brainmap.cli.common import open_brain
     "--token",
     envvar="BRAINMAP_TOKEN",
     help="Bearer token required on every request ($BRAINMAP_TOKEN): 16 or more printable "
-    "ASCII characters, no spaces.",
+    "ASCII characters, no spaces. With a team, the owner's token: admin on every library.",
 )
 @click.option(
     "--read-only", is_flag=True,
@@ -44,7 +44,11 @@ from brainmap.cli.common import open_brain
 def serve(
     host: str, port: int, token: str | None, read_only: bool, allow_host: tuple[str, ...], max_body_mb: float
 ) -> None:  # fmt: skip
-    """Serve the operations over HTTP (OpenAPI at /openapi.json) and MCP at /mcp.
+    """Serve the operations over HTTP (OpenAPI at /openapi.json), MCP at /mcp and the web GUI.
+
+    Once the brain has a team (brainmap user add), every request needs a user's token and
+    each user reads and writes only the libraries their roles allow; the GUI has a sign-in
+    page. Users added while the server runs count from its next start.
 
     \b
     Examples:
@@ -52,12 +56,18 @@ def serve(
       curl 'http://127.0.0.1:8765/search?query=docker+ports&limit=3'
       export BRAINMAP_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
       brainmap serve --host 0.0.0.0 --read-only
+      brainmap user add alice --role write && brainmap serve --host 0.0.0.0
     """
     from brainmap.server import check_token
     from brainmap.server import serve as run_server
+    from brainmap.team import Team
 
     check_token(token)  # before the model loads: a token that cannot work is a quick answer
     brain = open_brain()
+    team: Team | None = Team(brain.cfg)
+    if team is not None and not team.active():
+        team.close()
+        team = None
     brain.searcher.embedder.load()  # load the model before the first request
 
     def ready(url: str) -> None:
@@ -65,9 +75,13 @@ def serve(
         click.echo(
             f"brainmap serving {url}{mode}: REST + {url}/openapi.json, MCP at {url}/mcp", err=True
         )
+        if team is not None:
+            click.echo("a team's brain: every request needs a user's token "
+                       "(brainmap user list, brainmap token create)", err=True)  # fmt: skip
 
     run_server(brain, host=host, port=port, token=token, read_only=read_only,
-               allow_hosts=list(allow_host), max_body=int(max_body_mb * 1024 * 1024), ready=ready)  # fmt: skip
+               allow_hosts=list(allow_host), max_body=int(max_body_mb * 1024 * 1024),
+               ready=ready, team=team)  # fmt: skip
 
 
 @cli.command("mcp")

@@ -15,20 +15,35 @@ them all to the app.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
 from brainmap import ops
-from brainmap.gui import graphview, knowledge, pages, writing
+from brainmap.gui import account, graphview, knowledge, pages, writing
 from brainmap.gui.site import Site
 
-MODULES = (pages, writing, knowledge, graphview)
+if TYPE_CHECKING:
+    from brainmap.team import Principal, Team
+
+MODULES = (pages, writing, knowledge, graphview, account)
 
 
-def install(app: Starlette, brain: ops.Brain, *, read_only: bool) -> Site:
-    """Mount the GUI's routes on ``app`` (none of them in the OpenAPI document)."""
-    site = Site(brain, read_only=read_only)
+def install(
+    app: Starlette,
+    brain: ops.Brain,
+    *,
+    read_only: bool,
+    team: Team | None = None,
+    sign_in: Callable[[str], Principal | None] | None = None,
+) -> Site:
+    """Mount the GUI's routes on ``app`` (none of them in the OpenAPI document). With
+    ``sign_in`` (the server takes tokens), a sign-in page; with ``team``, its users' roles
+    decide what each sees and may change."""
+    site = Site(brain, read_only=read_only, team=team, sign_in=sign_in)
     routes = [route for module in MODULES for route in module.routes(site)]
     routes.append(("/favicon.ico", _no_icon, ["GET"]))
     routes.append(("/ui/{rest:path}", site.not_found, ["GET"]))  # last: after every page

@@ -200,7 +200,7 @@ def graph(site: Site, request: Request) -> Response:
     status = 200
     if node:
         try:
-            walk = ops.neighbors(site.brain, ops.NeighborsInput.model_validate(
+            walk = site.op("neighbors", ops.NeighborsInput.model_validate(
                 {"node": node, "depth": depth, "limit": NODE_LIMIT}))  # fmt: skip
         except UserError as exc:
             if exc.status != 404:

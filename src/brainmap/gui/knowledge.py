@@ -177,7 +177,7 @@ def ask(site: Site, request: Request) -> Response:
                                "Pick one from the list, or ask every library.")  # fmt: skip
     if form.q:
         try:
-            result = ops.ask(site.brain, form.op_input())
+            result = site.op("ask", form.op_input())
         except ValidationError as exc:  # a question too long: say so on the form
             context["error"] = ops.describe_errors(exc.errors())
             status = 400
@@ -215,7 +215,7 @@ def facts(site: Site, request: Request) -> Response:
     confidence = confidence if confidence in CONFIDENCES else ""
     found = None
     if library:
-        found = ops.library_facts(site.brain, ops.LibraryFactsInput.model_validate({
+        found = site.op("library_facts", ops.LibraryFactsInput.model_validate({
             "library": library, "predicate": [predicate] if predicate else None,
             "confidence": [confidence] if confidence else None, "limit": FACTS_LIMIT,
         }))  # fmt: skip
@@ -267,7 +267,7 @@ def audit(site: Site, request: Request) -> Response:
     """The stale audit: what changed since it was indexed, and what is due for
     re-verification, each with its refresh command; due entries can be marked verified."""
     library = request.query_params.get("library", "").strip()
-    report = ops.audit(site.brain, ops.AuditInput(kind="stale",
+    report = site.op("audit", ops.AuditInput(kind="stale",
                                                   library=[library] if library else None))  # fmt: skip
     verified = request.query_params.get("verified", "")
     return site.render.page(
@@ -279,7 +279,7 @@ def audit(site: Site, request: Request) -> Response:
 
 def verify(site: Site, form: Form) -> Response:
     """POST /ui/audit/verify: mark an entry verified, back to the audit it was listed on."""
-    result = ops.verify(site.brain, ops.VerifyInput(ref=form.get("ref", "")))
+    result = site.op("verify", ops.VerifyInput(ref=form.get("ref", "")))
     back = {"library": form.get("library", ""), "verified": result.id or ""}
     return redirect(url("/ui/audit", **back))
 
@@ -330,7 +330,7 @@ def conflict_view(conflict: Conflict) -> ConflictView:
 def contradictions(site: Site, request: Request) -> Response:
     """Facts on which sources disagree, each conflict's sides side by side."""
     library = request.query_params.get("library", "").strip()
-    report = ops.audit(site.brain, ops.AuditInput(kind="contradict",
+    report = site.op("audit", ops.AuditInput(kind="contradict",
                                                   library=[library] if library else None))  # fmt: skip
     return site.render.page(
         "contradictions.html", title="Contradictions", current="audit", names=site.libraries,

@@ -56,7 +56,7 @@ def bridge_pairs(blocks: Sequence[MapBlock]) -> list[BridgePair]:
 
 def home(site: Site, request: Request) -> Response:
     """The library map: a card per library, the bridges between them, the recompute form."""
-    found = ops.map_blocks(site.brain, ops.NoInput())
+    found = site.op("map_blocks", ops.NoInput())
     return site.render.page(
         "home.html", title="Library map", current="home", names=found.libraries,
         blocks={b.library: b for b in found.blocks}, pairs=bridge_pairs(found.blocks),
@@ -81,7 +81,7 @@ def _recompute_notice(request: Request, names: list[str]) -> str | None:
 def recompute(site: Site, form: Form) -> Response:
     """POST /ui/map/recompute: recompute one library's block, or every one."""
     chosen = form.get("library") or None
-    report = ops.map_recompute(site.brain, ops.MapRecomputeInput(library=chosen))
+    report = site.op("map_recompute", ops.MapRecomputeInput(library=chosen))
     query = {
         "done": "recompute", "recomputed": ",".join(report.recomputed),
         "unchanged": ",".join(report.unchanged), "not_indexed": ",".join(report.not_indexed),
@@ -169,7 +169,7 @@ def search(site: Site, request: Request) -> Response:
     if form.q:
         title = f"{form.q} — search {where}"
         try:
-            context["result"] = ops.search(site.brain, form.op_input(), caller="http")
+            context["result"] = site.op("search", form.op_input())
         except ValidationError as exc:  # a filter typed wrong: say so on the form
             context["error"] = ops.describe_errors(exc.errors())
             status = 400
@@ -185,7 +185,7 @@ def search(site: Site, request: Request) -> Response:
 def _block(site: Site, library: str) -> MapBlock | None:
     """A library's map block (None: not indexed yet)."""
     try:
-        block: MapBlock = ops.get_map(site.brain, ops.MapLibraryInput(library=library))
+        block: MapBlock = site.op("get_map", ops.MapLibraryInput(library=library))
     except UserError as exc:
         if exc.status != 404:
             raise
@@ -240,16 +240,16 @@ def entry(site: Site, request: Request) -> Response:
     evidence of a fact links so)."""
     entry_id = str(request.path_params.get("entry_id") or request.query_params.get("ref", ""))
     try:
-        info = ops.get(site.brain, ops.GetInput(ref=entry_id), caller="http")
+        info = site.op("get", ops.GetInput(ref=entry_id))
     except UserError as exc:
         if exc.status == 404:
             return site.error_page(404, f"There is no entry {entry_id!r}.",
                                    "Search for it, or start from the library map.")  # fmt: skip
         raise
-    chain = ops.hops(site.brain, ops.HopsInput(ref=info.id, depth=3))
+    chain = site.op("hops", ops.HopsInput(ref=info.id, depth=3))
     try:
-        walk = ops.neighbors(
-            site.brain, ops.NeighborsInput.model_validate({"node": info.id, "depth": 1})
+        walk = site.op(
+            "neighbors", ops.NeighborsInput.model_validate({"node": info.id, "depth": 1})
         )
     except UserError:
         walk = None
@@ -266,7 +266,7 @@ def entry(site: Site, request: Request) -> Response:
 
 def verify(site: Site, entry_id: str) -> Response:
     """POST /ui/entry/{id}/verify: set the entry's last_verified to today."""
-    result = ops.verify(site.brain, ops.VerifyInput(ref=entry_id))
+    result = site.op("verify", ops.VerifyInput(ref=entry_id))
     return redirect(entry_url(result.id or entry_id) + "?done=verified")
 
 
@@ -275,7 +275,7 @@ def wiki(site: Site, request: Request) -> Response:
     names, else a search for the name."""
     name = str(request.path_params["name"])
     try:
-        walk = ops.neighbors(site.brain, ops.NeighborsInput.model_validate(
+        walk = site.op("neighbors", ops.NeighborsInput.model_validate(
             {"node": "entity:" + name, "depth": 1, "predicate": ["describes"]}
         ))  # fmt: skip
     except (UserError, ValidationError):

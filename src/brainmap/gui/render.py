@@ -210,11 +210,21 @@ def environment() -> jinja2.Environment:
 class Renderer:
     """Renders the pages of one site: its nav, its mode and its forms' CSRF tokens."""
 
-    def __init__(self, csrf: Csrf, *, read_only: bool, nav: Iterable[tuple[str, str, str]]) -> None:
+    def __init__(
+        self,
+        csrf: Csrf,
+        *,
+        read_only: bool,
+        nav: Iterable[tuple[str, str, str]],
+        account: Callable[[], str | None] = lambda: None,
+        may: Callable[..., bool] = lambda *_: True,
+    ) -> None:
+        """``account`` says who is signed in (None: the server has no sign-in); ``may(role,
+        library)`` whether they hold a role (the pages offer only the forms they may send)."""
         self.env = environment()
         self.env.globals.update(
             css=CSS, version=__version__, read_only=read_only, nav=list(nav),
-            csrf_field=FIELD, csrf_token=csrf.token,
+            csrf_field=FIELD, csrf_token=csrf.token, account=account, may=may, signing_in=False,
         )  # fmt: skip
 
     def page(

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from collections.abc import Callable
+from contextvars import ContextVar
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -19,7 +20,17 @@ from brainmap.errors import UserError
 from brainmap.gui.csrf import FIELD, Csrf
 from brainmap.gui.render import Renderer
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from brainmap.ops.access import Requester
+    from brainmap.team import Principal, Team
+
 log = logging.getLogger("brainmap.gui")
+#: The team's user of the request a page or form is serving (None: the server has no team)
+_requester: ContextVar[Requester | None] = ContextVar("brainmap_gui_requester", default=None)
+#: Who is signed in for that request, as the header shows it (None: nobody needs to be)
+_account: ContextVar[str | None] = ContextVar("brainmap_gui_account", default=None)
 
 MAX_FORM_FIELDS = 20
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -46,16 +57,69 @@ Route = tuple[str, Callable[[Request], Any], list[str]]
 class Site:
     """The pages of one server: they read through ops; writes need the form's CSRF token."""
 
-    def __init__(self, brain: ops.Brain, *, read_only: bool) -> None:
+    def __init__(
+        self,
+        brain: ops.Brain,
+        *,
+        read_only: bool,
+        team: Team | None = None,
+        sign_in: Callable[[str], Principal | None] | None = None,
+    ) -> None:
+        """``team``: the server's, whose users' roles apply; ``sign_in``: who a token
+        belongs to, when the server takes tokens (the GUI then has a sign-in page)."""
         self.brain = brain
         self.read_only = read_only
+        self.team = team
+        self.sign_in = sign_in
         self.csrf = Csrf()
-        self.render = Renderer(self.csrf, read_only=read_only, nav=NAV)
+        self.render = Renderer(
+            self.csrf, read_only=read_only, nav=NAV, account=self.account, may=self.may
+        )
+
+    @staticmethod
+    def account() -> str | None:
+        """Who is signed in, as the page header shows it (None: nobody is, or needs to be)."""
+        return _account.get()
+
+    def op(self, name: str, inp: BaseModel) -> Any:
+        """Run op ``name`` as the user of the request being served (their roles apply)."""
+        from brainmap.ops.access import run
+
+        return run(ops.OPS[name], self.brain, inp, "http", _requester.get())
 
     @property
     def libraries(self) -> list[str]:
-        """The configured library names, in config order."""
-        return [lib.name for lib in self.brain.cfg.libraries]
+        """The configured library names the user may read, in config order."""
+        return self.libraries_for("read")
+
+    def libraries_for(self, role: str) -> list[str]:
+        """The configured library names on which the user holds ``role`` (all of them
+        without a team)."""
+        from brainmap.ops.access import allowed
+
+        return allowed(_requester.get(), role, [lib.name for lib in self.brain.cfg.libraries])
+
+    @staticmethod
+    def may(role: str, library: str | None = None) -> bool:
+        """Whether the user holds ``role`` on ``library`` (None: on every library): the pages
+        offer only the forms the user may send."""
+        from brainmap.ops.access import holds
+
+        return holds(_requester.get(), role, library)
+
+    def serving(self, request: Request) -> tuple[Any, Any]:
+        """Make ``request``'s user the one the ops run as (a request reaches a page only
+        once the guard has let it in), until :meth:`served` is given what this returns."""
+        from brainmap.ops.access import requester
+
+        who = requester(request.scope, self.team, "gui")
+        name = who.principal.user if who is not None else "owner" if self.sign_in else None
+        return _requester.set(who), _account.set(name)
+
+    @staticmethod
+    def served(tokens: tuple[Any, Any]) -> None:
+        _requester.reset(tokens[0])
+        _account.reset(tokens[1])
 
     def error_page(self, status: int, message: str, hint: str | None = None) -> Response:
         """An HTML page for an error, with its status."""
@@ -81,10 +145,13 @@ class Site:
         """The endpoint running page ``fn``: never a traceback, an HTML error page instead."""
 
         def endpoint(request: Request) -> Response:
+            token = self.serving(request)
             try:
                 return fn(request)
             except Exception as exc:
                 return self.failure(exc)
+            finally:
+                self.served(token)
 
         return endpoint
 
@@ -109,7 +176,11 @@ class Site:
                     403, "The form's security token is missing or out of date.",
                     "Reload the page and submit the form again.",
                 )  # fmt: skip
-            return await run_in_threadpool(run, form)
+            token = self.serving(request)
+            try:
+                return await run_in_threadpool(run, form)
+            finally:
+                self.served(token)
         except Exception as exc:
             return self.failure(exc)
 

@@ -70,7 +70,8 @@ def save_page(
     """The save form, with what was typed and what was wrong."""
     return site.render.page(
         "save.html", title="Save an entry", current="save", status=status, form=form,
-        names=site.libraries, types=TYPES, errors=errors or [], candidates=candidates or [],
+        names=site.libraries_for("write"), types=TYPES, errors=errors or [],
+        candidates=candidates or [],
         default_library=site.brain.cfg.save.library,
     )  # fmt: skip
 
@@ -80,7 +81,7 @@ def save(site: Site, fields_: Form) -> Response:
     (the input kept), or with the near-duplicates that stopped the save."""
     form = SaveForm.of(fields_)
     try:
-        result = ops.save(site.brain, form.op_input())
+        result = site.op("save", form.op_input())
     except ValidationError as exc:
         return save_page(site, form, errors=_field_errors(exc), status=400)
     except UserError as exc:
@@ -112,7 +113,7 @@ def _field_errors(exc: ValidationError) -> list[str]:
 def diary(site: Site, request: Request) -> Response:
     """The diary's projects, and one project's weeks with their days (newest first)."""
     project = request.query_params.get("project", "").strip() or None
-    index = ops.diary_index(site.brain, ops.DiaryIndexInput(project=project))
+    index = site.op("diary_index", ops.DiaryIndexInput(project=project))
     weeks: dict[str, list[str]] = {week: [] for week in index.weeks}
     for day in index.days:
         weeks[day.week].append(day.day)
@@ -125,9 +126,7 @@ def diary_period(site: Site, request: Request) -> Response:
     project = str(request.path_params["project"])
     label = str(request.path_params["label"])
     period = {"day": label} if _DAY.fullmatch(label) else {"week": label}
-    shown = ops.diary_text(
-        site.brain, ops.DiaryTextInput.model_validate({"project": project, **period})
-    )
+    shown = site.op("diary_text", ops.DiaryTextInput.model_validate({"project": project, **period}))
     kind = "week" if shown.kind == "week" else "day"
     return site.render.page(
         "diary_period.html", title=f"{shown.project}, {kind} {shown.label}", current="diary",
@@ -158,7 +157,7 @@ def _day_link(project: str) -> Callable[[str], str | None]:
 
 def usage(site: Site, request: Request) -> Response:
     """The most and least used entries, from usage telemetry (or how to turn it on)."""
-    report = ops.usage_report(site.brain, ops.UsageReportInput(limit=USAGE_SHOWN))
+    report = site.op("usage_report", ops.UsageReportInput(limit=USAGE_SHOWN))
     return site.render.page("usage.html", title="Usage", current="usage", report=report,
                             config_path=str(site.brain.cfg.config_path))  # fmt: skip
 

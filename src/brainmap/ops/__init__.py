@@ -29,7 +29,7 @@ _EXPORTS = {
     "usage": ("FeedbackInput", "PruneInput", "UsageReportInput", "feedback", "prune",
               "usage_report"),
     "notes": ("IngestInput", "SaveInput", "SupersedeInput", "ingest", "save", "supersede"),
-    "libmap": ("MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_blocks",
+    "libmap": ("MapInput", "MapLibraryInput", "MapRecomputeInput", "get_map", "map_", "map_blocks",
                "map_recompute", "map_text"),
     "reasoning": ("BakeoffInput", "reasoner_bakeoff", "reasoner_status"),
     "library": ("LibraryAddInput", "LibraryInfo", "LibraryNameInput", "NoInput", "ReindexInput",
@@ -38,6 +38,10 @@ _EXPORTS = {
               "diary_rollup", "diary_summarize", "hooks_install", "hooks_status",
               "hooks_uninstall", "DiaryIndexInput", "DiaryTextInput", "diary_index",
               "diary_text"),
+    "team": ("GrantInput", "RevokeInput", "TokenCreateInput", "TokenListInput",
+             "TokenRevokeInput", "UserAddInput", "UserInput", "WriteLogInput", "token_create",
+             "token_list", "token_revoke", "user_add", "user_grant", "user_list", "user_remove",
+             "user_revoke", "write_log"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
@@ -45,7 +49,7 @@ __all__ = [
     "DiaryRollupInput", "DiarySummarizeInput",
     "EvalInput", "GetInput", "GitImportInput", "HooksInput", "HooksRemoveInput",
     "HooksStatusInput", "IngestInput", "LibraryAddInput",
-    "LibraryInfo", "LibraryNameInput", "MapLibraryInput", "MapRecomputeInput", "NeighborsInput",
+    "LibraryInfo", "LibraryNameInput", "MapInput", "MapLibraryInput", "MapRecomputeInput", "NeighborsInput",
     "NoInput", "OPS", "Op", "RefsInput", "ReindexInput", "SaveInput", "SearchInput",
     "VerifyInput", "ask", "audit", "backlinks", "collect", "describe_errors", "diary_rollup",
     "diary_summarize", "doctor", "eval_", "gc", "get", "get_map", "git_import", "hooks_install", "hooks_status",
@@ -57,6 +61,9 @@ __all__ = [
     "HopsInput", "LibraryFactsInput", "hops", "library_facts", "map_blocks",
     "DiaryIndexInput", "DiaryTextInput", "UsageReportInput", "diary_index", "diary_text",
     "usage_report",
+    "GrantInput", "RevokeInput", "TokenCreateInput", "TokenListInput", "TokenRevokeInput",
+    "UserAddInput", "UserInput", "WriteLogInput", "token_create", "token_list", "token_revoke",
+    "user_add", "user_grant", "user_list", "user_remove", "user_revoke", "write_log",
 ]  # fmt: skip
 
 
@@ -119,6 +126,7 @@ if TYPE_CHECKING:
     from brainmap.ops.health import EvalInput, doctor, eval_, gc, init, stats
     from brainmap.ops.knowledge import GetInput, SearchInput, get, search
     from brainmap.ops.libmap import (
+        MapInput,
         MapLibraryInput,
         MapRecomputeInput,
         get_map,
@@ -142,6 +150,25 @@ if TYPE_CHECKING:
     )
     from brainmap.ops.notes import IngestInput, SaveInput, ingest, save
     from brainmap.ops.reasoning import BakeoffInput, reasoner_bakeoff, reasoner_status
+    from brainmap.ops.team import (
+        GrantInput,
+        RevokeInput,
+        TokenCreateInput,
+        TokenListInput,
+        TokenRevokeInput,
+        UserAddInput,
+        UserInput,
+        WriteLogInput,
+        token_create,
+        token_list,
+        token_revoke,
+        user_add,
+        user_grant,
+        user_list,
+        user_remove,
+        user_revoke,
+        write_log,
+    )
     from brainmap.ops.usage import (
         FeedbackInput,
         PruneInput,

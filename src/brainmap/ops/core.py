@@ -26,6 +26,7 @@ Caller = Literal["cli", "http", "mcp"]
 # the op modules, in the order their ops are listed over HTTP and MCP
 MODULES = (
     "facts", "graph", "library", "health", "knowledge", "usage", "notes", "libmap", "agent", "reasoning",
+    "team",
 )  # fmt: skip
 
 

@@ -354,8 +354,9 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
     if inp.root in (None, "facts"):
         ids = None
         if inp.library:
-            brain.cfg.select(inp.library)  # unknown names are a clear error
-            ids = list(brain.store.entries.library_ids(inp.library).values())
+            from brainmap.search import read_library_ids
+
+            ids = list(read_library_ids(brain.cfg, brain.store, inp.library).values())
         said = reply(inp.question, brain.store.facts.assertions(ids))
         facts = [fact_of(r) for r in said.facts[: inp.limit]]
         summary, confirmed = _summary(said)

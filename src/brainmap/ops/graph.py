@@ -31,6 +31,9 @@ class NeighborsInput(_Input):
         None, description="Only edges with these predicates (links_to, depends_on, ...)."
     )
     limit: int = Field(200, ge=1, le=5000, description="Most nodes to return.")
+    library: list[str] | None = Field(
+        None, description="Only edges of these libraries (what their notes and files say)."
+    )
 
 
 @op("neighbors", NeighborsInput, Neighborhood, methods=("GET", "POST"))
@@ -39,9 +42,13 @@ def neighbors(brain: Brain, inp: NeighborsInput) -> Neighborhood:
     it, what an entry links to, a file's commits and their authors, the code that references
     an entry, the facts collectors observed (root 'facts'; `ask` gives their confidence).
     Aliases are merged. Each edge carries its source (library, path, line)."""
+    if inp.library:
+        from brainmap.search import read_library_ids
+
+        read_library_ids(brain.cfg, brain.store, inp.library)  # unknown names: a clear 404
     return GraphReader(brain.store).neighbors(
         inp.node, depth=inp.depth, predicates=inp.predicate, limit=inp.limit,
-        libraries=[lib.name for lib in brain.cfg.libraries],
+        libraries=[lib.name for lib in brain.cfg.libraries], only=inp.library,
     )  # fmt: skip
 
 
@@ -102,7 +109,7 @@ class Refs:
 def refs(brain: Brain, inp: RefsInput) -> Refs:
     """The knowledge entries a code file points to with 'Brain: <slug>' comments: read them
     before editing the file."""
-    library, rel = _library_path(brain, inp.file)
+    library, rel = library_path(brain, inp.file)
     crumbs = GraphReader(brain.store).refs(library, rel)
     if not crumbs and not _is_library_file(brain.cfg.library(library).path, rel):
         # "no breadcrumbs" would pass a mistyped path for a file that names nothing
@@ -121,7 +128,8 @@ def _is_library_file(root: Path, rel: str) -> bool:
     return target.is_relative_to(top) and target.is_file()
 
 
-def _library_path(brain: Brain, ref: str) -> tuple[str, str]:
+def library_path(brain: Brain, ref: str) -> tuple[str, str]:
+    """The library and path inside it of a file: ``library:path`` or a path on disk."""
     entry = EntryRef.parse(ref)
     if entry.library and any(x.name == entry.library for x in brain.cfg.libraries):
         return entry.library, entry.path

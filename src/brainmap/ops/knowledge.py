@@ -150,7 +150,7 @@ def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
     """Fetch one whole entry, by the id of a search hit or as 'library:path': its metadata
     (type, tags, dates, provenance) and all its chunks with line ranges. Use it after search
     when a hit looks relevant and you need the rest of the entry."""
-    found = brain.store.entries.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
+    found = locate_entry(brain, inp.ref)
     if found is None:
         raise UserError(
             f"no entry {inp.ref!r}", hint="use an id or path from `brainmap search`", status=404
@@ -180,7 +180,13 @@ def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
     )  # fmt: skip
 
 
-def _find_by_file(brain: Brain, ref: str) -> tuple[str, str] | None:
-    """Resolve a filesystem path (absolute or relative to the cwd) to an entry."""
-    found = brain.cfg.locate(Path(ref))
-    return brain.store.entries.find_entry(f"{found[0].name}:{found[1]}") if found else None
+def locate_entry(brain: Brain, ref: str) -> tuple[str, str] | None:
+    """The entry ``ref`` names, as (id, library): an id, ``library:path``, a path inside a
+    library, or a file's path (absolute or relative to the cwd)."""
+    found = brain.store.entries.find_entry(ref)
+    if found is not None:
+        return found
+    located = brain.cfg.locate(Path(ref))
+    if located is None:
+        return None
+    return brain.store.entries.find_entry(f"{located[0].name}:{located[1]}")

@@ -33,14 +33,18 @@ class LibraryMap:
     text: str  # the compact map agents get in their instructions
 
 
-@op("map", NoInput, LibraryMap, methods=("GET",))
-def map_(brain: Brain, inp: NoInput) -> LibraryMap:
+class MapInput(_Input):
+    library: list[str] | None = Field(None, description="Only these libraries.")
+
+
+@op("map", MapInput, LibraryMap, methods=("GET",))
+def map_(brain: Brain, inp: MapInput) -> LibraryMap:
     """The library map: every library in one line (what it is about, its core entities, its
     size and the libraries it shares entities with). Read it to know where to search; pass a
     library to search(library=...) to stay inside it."""
     found = {b.library: b for b in libmap.blocks(brain.store)}
     lines = []
-    for lib in brain.cfg.libraries:
+    for lib in brain.cfg.select(inp.library):
         block = found.get(lib.name)
         if block is None:
             lines.append(MapLine(lib.name, "", [], 0, 0, [], None, None))
@@ -57,13 +61,15 @@ def map_(brain: Brain, inp: NoInput) -> LibraryMap:
                 block.created_at,
             )
         )
-    return LibraryMap(lines, map_text(brain))
+    return LibraryMap(lines, map_text(brain, inp.library))
 
 
-def map_text(brain: Brain) -> str:
-    """The compact map within the configured token budget (the MCP instructions use it)."""
+def map_text(brain: Brain, libraries: list[str] | None = None) -> str:
+    """The compact map of the libraries (all when None) within the configured token budget
+    (the MCP instructions use it)."""
     found = {b.library: b for b in libmap.blocks(brain.store)}
-    shown = [found.get(lib.name) or _not_indexed(lib.name) for lib in brain.cfg.libraries]
+    chosen = brain.cfg.select(libraries)
+    shown = [found.get(lib.name) or _not_indexed(lib.name) for lib in chosen]
     return libmap.compact(shown, brain.cfg.map.instructions_tokens)
 
 

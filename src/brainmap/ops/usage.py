@@ -35,9 +35,9 @@ def feedback(brain: Brain, inp: FeedbackInput, caller: Caller = "cli") -> Feedba
     false. Give it when a hit clearly answered the question, or clearly misled: entries
     judged not useful more often than useful are proposed for pruning. Recorded as usage
     telemetry, outside the notes; nothing in the entry changes."""
-    from brainmap.ops.knowledge import _find_by_file
+    from brainmap.ops.knowledge import locate_entry
 
-    found = brain.store.entries.find_entry(inp.ref) or _find_by_file(brain, inp.ref)
+    found = locate_entry(brain, inp.ref)
     row = brain.store.entries.entry(found[0]) if found else None
     if row is None:
         raise UserError(

@@ -221,7 +221,14 @@ class Database(BaseDatabase):
     latest_schema = SCHEMA_VERSION
     rebuild_hint = "delete brain.db and run `brainmap reindex`"
 
-    def __init__(self, path: Path | str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        migrate: Callable[[apsw.Connection], None] = migrate,
+    ) -> None:
+        """``migrate`` brings the file's schema up to date (the index's, by default; the
+        team's ``team.db`` has its own)."""
         super().__init__()
         self.path = Path(path)
         self.location = str(self.path)

@@ -244,17 +244,24 @@ class GraphRepo:
     # reading
 
     def edges_touching(
-        self, keys: Sequence[str], predicates: Sequence[str] | None = None, limit: int = 10_000
+        self,
+        keys: Sequence[str],
+        predicates: Sequence[str] | None = None,
+        limit: int = 10_000,
+        libraries: Sequence[str] | None = None,
     ) -> tuple[list[tuple[str, EdgeRow]], bool]:
-        """Edges of either root with any of ``keys`` as subject or object, as (matched key,
-        edge) pairs, and whether some were left out (at most ``limit`` of each direction per
-        200 keys)."""
+        """Edges of either root with any of ``keys`` as subject or object (of ``libraries``
+        only, when given), as (matched key, edge) pairs, and whether some were left out (at
+        most ``limit`` of each direction per 200 keys)."""
         out: list[tuple[str, EdgeRow]] = []
         cut = False
         pred_sql, pred_params = "", list[Any]()
         if predicates:
             pred_sql = f" AND g.predicate IN ({marks(len(predicates))})"
             pred_params = list(predicates)
+        if libraries is not None:
+            pred_sql += f" AND l.name IN ({marks(len(libraries))})"
+            pred_params += list(libraries)
         for part in batched(list(keys), 200):
             for column in ("subject", "object"):
                 edges = self._edge_rows(

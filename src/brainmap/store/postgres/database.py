@@ -20,6 +20,7 @@ from brainmap.store.postgres.schema import (
     MIN_SERVER_VERSION,
     MIN_VECTOR_VERSION,
     SCHEMA_VERSION,
+    TEAM,
     applied,
     migrate,
     redact,
@@ -81,14 +82,18 @@ class PgDatabase(BaseDatabase):
 
         self.Error = psycopg.Error
         try:
-            _check_server(self.conn, url)
-            migrate(self.conn, url)
-            from pgvector.psycopg import register_vector
-
-            register_vector(self.conn)
+            self._prepare()
         except BaseException:
             self.conn.close()
             raise
+
+    def _prepare(self) -> None:
+        """Make the new connection ready: a usable server, the schema migrated."""
+        _check_server(self.conn, self.url)
+        migrate(self.conn, self.url)
+        from pgvector.psycopg import register_vector
+
+        register_vector(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -162,6 +167,35 @@ class PgDatabase(BaseDatabase):
         """VACUUM ANALYZE (outside any transaction): dead rows freed, statistics renewed."""
         with self._lock:
             self.conn.execute("VACUUM (ANALYZE)")
+
+
+def has_team(url: str) -> bool:
+    """Whether the database holds the team's schema (read only: nothing is created)."""
+    conn = connect(url)
+    try:
+        return bool(applied(conn, TEAM))
+    finally:
+        conn.close()
+
+
+class PgTeamDatabase(PgDatabase):
+    """A connection to the team's tables (users, tokens, the write log) in the schema
+    ``brainmap_team`` of the index's database: apart from the index, which may be dropped and
+    rebuilt, and with transactions of their own (a token's use never waits for a reindex)."""
+
+    def _prepare(self) -> None:
+        migrate(self.conn, self.url, TEAM)
+        self.conn.execute("SET search_path TO brainmap_team")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def schema_version(self) -> int:
+        with self._lock:
+            done = applied(self.conn, TEAM)
+            return done[-1] if done else 0
 
 
 # where each full-text column's words go: its weight, and its first position (a gap between

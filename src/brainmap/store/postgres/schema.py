@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brainmap.errors import UserError
 from brainmap.store.schema import VEC_LOG_KEEP, VEC_LOG_PRUNE_EVERY
+from brainmap.store.team import POSTGRES_SCHEMA
 
 if TYPE_CHECKING:
     import psycopg
@@ -289,69 +291,94 @@ CREATE TABLE IF NOT EXISTS brainmap_migration(
 """
 
 
-def applied(conn: psycopg.Connection[Any]) -> list[int]:
+@dataclass(frozen=True)
+class Ledger:
+    """A line of forward migrations and the table that records which were applied: the
+    index's, and the team's (users and tokens, kept apart from the disposable index)."""
+
+    table: str
+    migrations: dict[int, str]
+    what: str  # what the migrations make, as messages name it
+    create: str  # the ledger table's CREATE
+
+    @property
+    def latest(self) -> int:
+        return max(self.migrations)
+
+
+INDEX = Ledger("brainmap_migration", MIGRATIONS, "brainmap's schema", _LEDGER)
+TEAM = Ledger(
+    "brainmap_team.migration",
+    {1: POSTGRES_SCHEMA},
+    "the team's schema (brainmap_team)",
+    "CREATE SCHEMA IF NOT EXISTS brainmap_team;\n"
+    + _LEDGER.replace("brainmap_migration", "brainmap_team.migration"),
+)
+
+
+def applied(conn: psycopg.Connection[Any], ledger: Ledger = INDEX) -> list[int]:
     """The migrations recorded in the database, oldest first (none: not a brainmap database
     yet)."""
-    found = conn.execute("SELECT to_regclass('brainmap_migration') IS NOT NULL").fetchone()
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (ledger.table,)).fetchone()
     if not found or not found[0]:
         return []
-    rows = conn.execute("SELECT version FROM brainmap_migration ORDER BY version").fetchall()
+    rows = conn.execute(f"SELECT version FROM {ledger.table} ORDER BY version").fetchall()
     return [int(row[0]) for row in rows]
 
 
-def migrate(conn: psycopg.Connection[Any], url: str = "") -> list[int]:
+def migrate(conn: psycopg.Connection[Any], url: str = "", ledger: Ledger = INDEX) -> list[int]:
     """Apply the migrations the database lacks, in one transaction under the migration lock;
     return those this call applied. A database migrated by a newer brainmap is refused.
 
     A database already at this version is only read: a team member whose role may not create
     tables (or a read-only connection) opens it all the same."""
-    done = set(applied(conn))
-    if done >= set(MIGRATIONS):
-        _refuse_newer(done, url)
+    done = set(applied(conn, ledger))
+    if done >= set(ledger.migrations):
+        _refuse_newer(done, url, ledger)
         return []
     import psycopg
 
     try:
-        return _apply(conn, url)
+        return _apply(conn, url, ledger)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise UserError(
-            f"the PostgreSQL database {redact(url)} needs brainmap's schema "
-            f"(v{SCHEMA_VERSION}), and this role may not create it: {exc}".strip(),
+            f"the PostgreSQL database {redact(url)} needs {ledger.what} "
+            f"(v{ledger.latest}), and this role may not create it: {exc}".strip(),
             hint="connect once as the database's owner (a role that may CREATE tables and "
             "the vector extension), then as anyone",
         ) from None
     except psycopg.errors.ReadOnlySqlTransaction:
         raise UserError(
-            f"the PostgreSQL database {redact(url)} needs brainmap's schema "
-            f"(v{SCHEMA_VERSION}) and this connection is read-only",
+            f"the PostgreSQL database {redact(url)} needs {ledger.what} "
+            f"(v{ledger.latest}) and this connection is read-only",
             hint="connect once with a role that may write, then read-only",
         ) from None
 
 
-def _refuse_newer(done: set[int], url: str) -> None:
-    newer = sorted(v for v in done if v > SCHEMA_VERSION)
+def _refuse_newer(done: set[int], url: str, ledger: Ledger) -> None:
+    newer = sorted(v for v in done if v > ledger.latest)
     if newer:
         raise UserError(
-            f"the PostgreSQL database {redact(url)} is at schema version {newer[-1]}; "
-            f"this brainmap knows up to {SCHEMA_VERSION}",
+            f"the PostgreSQL database {redact(url)} is at schema version {newer[-1]} of "
+            f"{ledger.what}; this brainmap knows up to {ledger.latest}",
             hint="upgrade brainmap on this machine (every machine of a team shares the "
             "database's schema)",
         )
 
 
-def _apply(conn: psycopg.Connection[Any], url: str) -> list[int]:
+def _apply(conn: psycopg.Connection[Any], url: str, ledger: Ledger) -> list[int]:
     with conn.transaction():
         # the lock first: the ledger's CREATE itself races when two processes start at once
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute(_LEDGER)
-        done = set(applied(conn))
-        _refuse_newer(done, url)
+        conn.execute(ledger.create)
+        done = set(applied(conn, ledger))
+        _refuse_newer(done, url, ledger)
         by = f"{socket.gethostname()}:{os.getpid()}"
-        todo = [v for v in sorted(MIGRATIONS) if v not in done]
+        todo = [v for v in sorted(ledger.migrations) if v not in done]
         for version in todo:
-            conn.execute(MIGRATIONS[version])  # no parameters: several statements may run
+            conn.execute(ledger.migrations[version])  # no parameters: several statements may run
             conn.execute(
-                "INSERT INTO brainmap_migration(version, applied_by) VALUES (%s, %s)",
+                f"INSERT INTO {ledger.table}(version, applied_by) VALUES (%s, %s)",
                 (version, by),
             )
         return todo

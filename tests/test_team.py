@@ -1,0 +1,389 @@
+"""A team's served brain: users, roles per library, tokens kept as digests, the write log.
+
+Real `brainmap serve` processes on 127.0.0.1, the real MCP client over streamable HTTP, the
+team in team.db or in PostgreSQL's brainmap_team schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from playwright.sync_api import Browser, expect
+
+from brainmap import ops
+from brainmap.ops.access import RULES
+from brainmap.store.team import WriteRow
+from brainmap.team import Team, digest, mint
+from conftest import both_backends, drop_index, run_cli, serving
+from gui_fixtures import LAPTOP, PHONE, console_errors, shot, shots_folder
+
+SECRET = "Vault unseal keys rotate every quarter at the Zurich office"
+
+
+@pytest.fixture
+def team_brain(brain: ops.Brain) -> dict[str, Any]:
+    """The example home with a second library's note (in `brain`, the global library) and a
+    team: alice writes `example`, bob reads `brain`, carol administers everything."""
+    saved = ops.save(brain, ops.SaveInput(title="Key rotation runbook", body=SECRET,
+                                          library="brain", tags=["ops"]))  # fmt: skip
+    ops.user_add(brain, ops.UserAddInput(name="alice", role="write", library=["example"]))
+    ops.user_add(brain, ops.UserAddInput(name="bob", role="read", library=["brain"]))
+    ops.user_add(brain, ops.UserAddInput(name="carol", role="admin"))
+    tokens = {
+        name: ops.token_create(brain, ops.TokenCreateInput(name=name, label="test")).token
+        for name in ("alice", "bob", "carol")
+    }
+    brain.close()
+    return {"secret": saved.id, "tokens": tokens}
+
+
+@pytest.fixture
+def team_server(team_brain: dict[str, Any], home: Path) -> Iterator[dict[str, Any]]:
+    with serving(home, token=team_brain["tokens"]["carol"]) as url:
+        yield {**team_brain, "url": url}
+
+
+def _as(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_every_op_has_a_rule() -> None:
+    assert set(RULES) == set(ops.OPS)
+    served_without_rule = [o.name for o in ops.served() if RULES[o.name] is None]
+    assert served_without_rule == []
+
+
+@both_backends
+def test_each_user_reads_and_writes_only_what_their_roles_allow(
+    backend: str, team_server: dict[str, Any], home: Path
+) -> None:
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+    alice, bob, carol = _as(tokens["alice"]), _as(tokens["bob"]), _as(tokens["carol"])
+    with httpx.Client(base_url=url, timeout=60) as http:
+        # no token, a wrong one: nothing at all
+        assert http.get("/search", params={"query": "vault"}).status_code == 401
+        assert http.get("/search", params={"query": "vault"},
+                        headers=_as("bmt_" + "x" * 43)).status_code == 401  # fmt: skip
+        # alice reads example only: the other library's note is nowhere to her
+        found = http.get("/search", params={"query": "vault unseal keys"}, headers=alice).json()
+        assert {h["library"] for h in found["hits"]} <= {"example"}
+        assert secret not in {h["id"] for h in found["hits"]}
+        named = http.get("/search", params={"query": "vault", "library": "brain"}, headers=alice)
+        assert named.status_code == 403 and "alice may not read library 'brain'" in named.text
+        assert http.get(f"/get/{secret}", headers=alice).status_code == 404
+        assert http.get(f"/neighbors?node={secret}", headers=alice).status_code == 404
+        asked = http.get("/ask", params={"question": "vault unseal keys", "web": False},
+                         headers=alice).json()  # fmt: skip
+        assert all(i["library"] == "example" for i in asked["info"])
+        libraries = http.get("/libraries", headers=alice).json()["libraries"]
+        assert [lib["name"] for lib in libraries] == ["example"]
+        assert [
+            line["library"] for line in http.get("/map", headers=alice).json()["libraries"]
+        ] == ["example"]
+        assert http.get("/stats", headers=alice).status_code == 403
+        assert http.post("/reindex", json={}, headers=alice).status_code == 403
+        # alice writes example, not brain
+        saved = http.post("/save", headers=alice, json={"title": "Alice's kiwi note",
+                          "body": "kiwi orchard irrigation", "library": "example"})  # fmt: skip
+        assert saved.status_code == 200 and saved.json()["status"] == "saved"
+        refused = http.post("/save", headers=alice, json={"title": "Into brain", "body": "x",
+                            "library": "brain"})  # fmt: skip
+        assert refused.status_code == 403
+        assert not list((home / "brain").rglob("into-brain*.md"))
+        # bob reads brain, and may write nowhere (his default save library is brain)
+        mine = http.get("/search", params={"query": "vault unseal keys"}, headers=bob).json()
+        assert mine["hits"][0]["id"] == secret
+        assert http.get(f"/get/{secret}", headers=bob).json()["id"] == secret
+        assert http.post("/save", headers=bob, json={"title": "b", "body": "b"}).status_code == 403
+        assert http.post("/verify", headers=bob, json={"ref": secret}).status_code == 403
+        # carol sees and administers everything
+        assert http.get("/stats", headers=carol).status_code == 200
+        assert http.get("/search", params={"query": "kiwi orchard"},
+                        headers=carol).json()["hits"][0]["id"] == saved.json()["id"]  # fmt: skip
+        report = http.post("/reindex", json={"embed": False}, headers=carol).json()
+        assert {lib["library"] for lib in report["libraries"]} == {"brain", "example"}
+    log = ops.write_log(ops.Brain(home), ops.WriteLogInput()).writes
+    seen = {(w.member, w.op, w.library, w.outcome, w.interface) for w in log}
+    assert ("alice", "save", "example", "done", "http") in seen
+    assert ("alice", "save", "", "refused", "http") in seen
+    assert ("bob", "verify", "", "refused", "http") in seen
+    assert ("carol", "reindex", "*", "done", "http") in seen
+    done = next(w for w in log if w.member == "alice" and w.outcome == "done")
+    assert done.target == f"example:{saved.json()['path']}" and done.token_id is not None
+    assert any("alice may not write to library 'brain'" in w.detail for w in log)
+    assert all(w.op != "search" for w in log)  # reads are not logged
+
+
+def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, Any]) -> None:
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+
+    async def session_of(token: str) -> tuple[set[str], dict[str, Any], Any, Any]:
+        client = create_mcp_http_client(headers=_as(token))
+        async with (
+            client,
+            streamable_http_client(f"{url}/mcp", http_client=client) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            init = await session.initialize()
+            listed = {t.name for t in (await session.list_tools()).tools}
+            found = await session.call_tool("search", {"query": "vault unseal keys"})
+            opened = await session.call_tool("get", {"ref": secret})
+            wrote = await session.call_tool(
+                "save", {"title": "MCP note", "body": "x", "library": "brain"}
+            )
+            # the same instructions for every user: no library map in them
+            assert init.instructions and "Call `map`" in init.instructions
+            assert "Zurich" not in init.instructions and "Library map" not in init.instructions
+            return listed, dict(found.structured_content or {}), opened, wrote
+
+    listed, found, opened, wrote = anyio.run(session_of, tokens["alice"])
+    assert {"search", "get", "save", "ingest", "map"} <= listed
+    assert not listed & {"stats", "doctor", "reindex", "collect", "git_import", "map_recompute"}
+    assert {h["library"] for h in found["hits"]} <= {"example"}
+    assert opened.is_error and "no entry" in opened.content[0].text
+    assert wrote.is_error and "may not write to library 'brain'" in wrote.content[0].text
+    listed, found, opened, wrote = anyio.run(session_of, tokens["bob"])
+    assert "save" not in listed and "search" in listed  # bob writes nowhere
+    assert found["hits"][0]["id"] == secret and not opened.is_error
+    # no token, no session
+    with pytest.raises(Exception):  # noqa: B017  # the SDK raises its own on a 401
+        anyio.run(session_of, "bmt_" + "y" * 43)
+
+
+def test_a_revoked_or_expired_token_stops_working(team_server: dict[str, Any], home: Path) -> None:
+    url, tokens = team_server["url"], team_server["tokens"]
+    brain = ops.Brain(home)
+    made = ops.token_create(brain, ops.TokenCreateInput(name="alice", label="to revoke"))
+    assert httpx.get(f"{url}/libraries", headers=_as(made.token)).status_code == 200
+    run_cli(home, "token", "revoke", str(made.id))  # another process, as an admin would
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{url}/libraries", headers=_as(made.token)).status_code != 401:
+        assert time.monotonic() < deadline, "a revoked token kept working"
+        time.sleep(0.2)
+    # an expired one: its row says so (tokens are made with a future expiry only)
+    old = mint()
+    Team(brain.cfg).repo.add_token("alice", digest(old), "old", "2020-01-01T00:00:00Z",
+                                   "2021-01-01T00:00:00Z")  # fmt: skip
+    assert httpx.get(f"{url}/libraries", headers=_as(old)).status_code == 401
+    states = {t.label: t.state for t in ops.token_list(brain, ops.TokenListInput()).tokens}
+    assert states["to revoke"] == "revoked" and states["old"] == "expired"
+    # removing a user removes their tokens
+    run_cli(home, "user", "remove", "bob")
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{url}/libraries", headers=_as(tokens["bob"])).status_code != 401:
+        assert time.monotonic() < deadline, "a removed user's token kept working"
+        time.sleep(0.2)
+    brain.close()
+
+
+@both_backends
+def test_tokens_are_kept_only_as_digests_and_the_team_outlives_the_index(
+    backend: str, brain: ops.Brain, home: Path
+) -> None:
+    ops.user_add(brain, ops.UserAddInput(name="dana", role="read"))
+    made = ops.token_create(brain, ops.TokenCreateInput(name="dana", expires="30d"))
+    assert made.token.startswith("bmt_") and len(made.token) == 47
+    team = Team(brain.cfg)
+    if backend == "sqlite":
+        stored = b"".join(p.read_bytes() for p in home.glob("team.db*"))
+    else:
+        rows = team.repo.db.rows("SELECT digest, label, member FROM token")
+        stored = json.dumps(rows).encode()
+    assert made.token.encode() not in stored and digest(made.token).encode() in stored
+    principal = team.authenticate(made.token)
+    assert principal is not None and principal.user == "dana"
+    team.close()
+    brain.close()
+    drop_index(home)  # the index is disposable; the team is not part of it
+    rebuilt = ops.Brain(home)
+    ops.reindex(rebuilt, ops.ReindexInput(embed=False))
+    assert [u.name for u in ops.user_list(rebuilt, ops.NoInput()).users] == ["dana"]
+    again = Team(rebuilt.cfg)
+    assert again.authenticate(made.token) is not None
+    assert again.authenticate(made.token + "x") is None
+    again.close()
+    rebuilt.close()
+
+
+def test_the_gui_signs_in_with_a_token_and_shows_only_the_users_libraries(
+    team_server: dict[str, Any], home: Path
+) -> None:
+    url, tokens = team_server["url"], team_server["tokens"]
+    with httpx.Client(base_url=url, timeout=60) as browser:
+        first = browser.get("/ui/search?q=vault")
+        assert first.status_code == 303
+        assert first.headers["location"] == "/ui/login?next=%2Fui%2Fsearch%3Fq%3Dvault"
+        page = browser.get("/ui/login?next=/ui/search?q=vault")
+        assert page.status_code == 200 and 'type="password"' in page.text
+        csrf = _csrf(page.text, "/ui/login")
+        wrong = browser.post("/ui/login", data={"csrf_token": csrf, "token": "bmt_nope",
+                                                "next": "/"})  # fmt: skip
+        assert wrong.status_code == 401 and "not valid" in wrong.text
+        assert browser.post("/ui/login", data={"token": tokens["alice"]}).status_code == 403
+        signed = browser.post("/ui/login", data={"csrf_token": csrf, "token": tokens["alice"],
+                                                 "next": "https://evil.example/"})  # fmt: skip
+        assert signed.status_code == 303 and signed.headers["location"] == "/"
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
+        home_page = browser.get("/")
+        assert (
+            home_page.status_code == 200 and "Signed in as <strong>alice</strong>" in home_page.text
+        )
+        assert "/ui/search?library=example" in home_page.text
+        assert "/ui/search?library=brain" not in home_page.text
+        results = browser.get("/ui/search", params={"q": "vault unseal keys"})
+        assert results.status_code == 200 and "Key rotation runbook" not in results.text
+        hidden = browser.get("/ui/search", params={"q": "vault", "library": "brain"})
+        assert hidden.status_code == 404  # a library she may not read is none of hers
+        form = browser.get("/ui/save")
+        assert '<option value="example"' in form.text and '<option value="brain"' not in form.text
+        refused = browser.post("/ui/save", data={"csrf_token": _csrf(form.text, "/ui/save"),
+                               "title": "GUI into brain", "body": "x", "library": "brain"})  # fmt: skip
+        assert refused.status_code == 403 and "may not write to library" in refused.text
+        # the cookie opens the GUI's pages only: REST and MCP still need the header
+        assert browser.get("/search", params={"query": "kiwi"}).status_code == 401
+        out = browser.post("/ui/logout", data={"csrf_token": _csrf(home_page.text, "/ui/logout")})
+        assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+        assert browser.get("/").status_code == 303
+    log = ops.write_log(ops.Brain(home), ops.WriteLogInput(user="alice")).writes
+    assert [(w.op, w.interface, w.outcome) for w in log] == [("save", "gui", "refused")]
+
+
+def _csrf(html: str, action: str) -> str:
+    form = html[html.index(f'action="{action}"') :]
+    found = re.search(r'name="csrf_token" value="([^"]+)"', form)
+    assert found, f"no CSRF token for {action}"
+    return found.group(1)
+
+
+def test_the_owners_token_is_an_admin_and_a_team_may_serve_beyond_loopback(
+    team_brain: dict[str, Any], home: Path
+) -> None:
+    owner = "owner-token-" + "z" * 20
+    with serving(home, "--token", owner) as url:
+        assert httpx.get(f"{url}/stats", headers=_as(owner)).status_code == 200
+        saved = httpx.post(f"{url}/save", headers=_as(owner),
+                           json={"title": "Owner note", "body": "x", "library": "brain"})  # fmt: skip
+        assert saved.status_code == 200
+        assert (
+            httpx.get(f"{url}/stats", headers=_as(team_brain["tokens"]["bob"])).status_code == 403
+        )
+    log = ops.write_log(ops.Brain(home), ops.WriteLogInput(user="owner")).writes
+    assert [(w.op, w.library, w.outcome) for w in log] == [("save", "brain", "done")]
+    # a team needs no --token to bind every address: each request carries a user's token
+    with serving(home, "--host", "0.0.0.0", token=team_brain["tokens"]["carol"]) as url:
+        assert httpx.get(f"{url}/libraries").status_code == 401
+
+
+def test_user_and_token_commands_say_what_a_user_expects(home: Path) -> None:
+    assert "no users" in run_cli(home, "user", "list").stdout
+    added = run_cli(home, "user", "add", "erin", "--role", "write", "-l", "brain")
+    assert "added erin (write on brain)" in added.stdout and "first user" in added.stdout
+    again = run_cli(home, "user", "add", "erin", check=False)
+    assert again.returncode == 1 and "error: user 'erin' exists" in again.stderr
+    bad = run_cli(home, "user", "add", "../x", check=False)
+    assert bad.returncode == 1 and "invalid user name" in bad.stderr
+    assert run_cli(home, "user", "add", "x", "-l", "brain", check=False).returncode == 2
+    assert run_cli(home, "user", "grant", "erin", "god", check=False).returncode == 2
+    assert run_cli(home, "user", "grant", "nobody", "read", check=False).returncode == 1
+    run_cli(home, "user", "grant", "erin", "read")
+    listed = json.loads(run_cli(home, "user", "list", "--json").stdout)
+    assert listed["users"][0]["roles"] == {"*": "read", "brain": "write"}
+    made = run_cli(home, "token", "create", "erin", "--label", "ci", "--expires", "90d")
+    token = made.stdout.strip()
+    assert token.startswith("bmt_") and "shown this once" in made.stderr
+    shown = json.loads(run_cli(home, "token", "list", "erin", "--json").stdout)["tokens"]
+    assert shown[0]["label"] == "ci" and shown[0]["state"] == "active"
+    assert token not in json.dumps(shown)
+    assert (
+        run_cli(home, "token", "create", "erin", "--expires", "soon", check=False).returncode == 1
+    )
+    assert run_cli(home, "token", "revoke", "99", check=False).returncode == 1
+    assert "revoked token 1" in run_cli(home, "token", "revoke", "1").stdout
+    assert "took 1 role from erin" in run_cli(home, "user", "revoke", "erin", "brain").stdout
+    assert "no writes logged" in run_cli(home, "user", "log").stdout
+    assert "removed erin" in run_cli(home, "user", "remove", "erin").stdout
+    for args in (("user", "list"), ("token", "list"), ("user", "log")):
+        result = run_cli(home, *args, check=False)
+        assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
+def test_the_write_log_filters_by_user_library_and_day(home: Path) -> None:
+    brain = ops.Brain(home)
+    team = Team(brain.cfg)
+    team.add_user("fay")
+    rows = [
+        WriteRow(
+            None, f"2026-0{m}-01T10:00:00Z", who, None, "http", "save", library, "", "done", ""
+        )
+        for m, who, library in ((1, "fay", "docs"), (2, "gus", "docs"), (3, "fay", "ops"))
+    ]
+    team.log(rows)
+    team.close()
+    log = ops.write_log
+    assert [w.at[:7] for w in log(brain, ops.WriteLogInput()).writes] == [
+        "2026-03", "2026-02", "2026-01"
+    ]  # fmt: skip
+    assert len(log(brain, ops.WriteLogInput(user="fay")).writes) == 2
+    assert len(log(brain, ops.WriteLogInput(library="docs")).writes) == 2
+    since = log(brain, ops.WriteLogInput.model_validate({"since": "2026-02-15"})).writes
+    assert [w.library for w in since] == ["ops"]
+    shown = run_cli(home, "user", "log", "--user", "fay")
+    assert "fay  http  save ops" in shown.stdout and "gus" not in shown.stdout
+    brain.close()
+    assert not os.environ.get("BRAINMAP_DB")
+
+
+def test_pages_offer_only_the_forms_a_user_may_send(team_server: dict[str, Any]) -> None:
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+    bob = {"brainmap_token": tokens["bob"]}  # the sign-in cookie, as a browser keeps it
+    with httpx.Client(base_url=url, timeout=60, cookies=bob) as reader:
+        entry = reader.get(f"/ui/entry/{secret}")
+        assert entry.status_code == 200 and "Key rotation runbook" in entry.text
+        assert "Mark verified" not in entry.text  # bob reads brain, writes nothing
+        assert "Your roles let you write to no library" in reader.get("/ui/save").text
+        assert "Recompute map" not in reader.get("/").text
+    carol = {"brainmap_token": tokens["carol"]}
+    with httpx.Client(base_url=url, timeout=60, cookies=carol) as admin:
+        assert "Mark verified" in admin.get(f"/ui/entry/{secret}").text
+        assert "Recompute map" in admin.get("/").text
+
+
+def test_signing_in_in_a_browser(
+    team_server: dict[str, Any], browser: Browser, tmp_path: Path
+) -> None:
+    url, tokens = team_server["url"], team_server["tokens"]
+    for size, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+        page = context.new_page()
+        errors = console_errors(page)
+        shots = shots_folder(tmp_path, f"sign-in-{size}")
+        page.goto(f"{url}/ui/search?q=kiwi")
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        shot(page, shots, "form")
+        page.get_by_label("Token").fill("bmt_wrong")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("not valid")
+        page.get_by_label("Token").fill(tokens["alice"])
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_text("Signed in as")).to_contain_text("alice")
+        assert page.url.endswith("/ui/search?q=kiwi")  # back where she was going
+        shot(page, shots, "signed-in")
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        # the one error: the wrong token's answer, 401 (the form shown again with the reason)
+        assert errors == ["console: Failed to load resource: the server responded with a "
+                          "status of 401 (Unauthorized)"]  # fmt: skip
+        context.close()
