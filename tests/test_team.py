@@ -6,6 +6,7 @@ team in team.db or in PostgreSQL's brainmap_team schema.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,18 +27,31 @@ from brainmap import ops
 from brainmap.ops.access import RULES
 from brainmap.store.team import WriteRow
 from brainmap.team import Team, digest, mint
-from conftest import both_backends, drop_index, run_cli, serving
+from conftest import both_backends, drop_index, run_cli, serving, write
 from gui_fixtures import LAPTOP, PHONE, console_errors, shot, shots_folder
 
 SECRET = "Vault unseal keys rotate every quarter at the Zurich office"
 
 
 @pytest.fixture
-def team_brain(brain: ops.Brain) -> dict[str, Any]:
+def team_brain(brain: ops.Brain, library: Path) -> dict[str, Any]:
     """The example home with a second library's note (in `brain`, the global library) and a
-    team: alice writes `example`, bob reads `brain`, carol administers everything."""
-    saved = ops.save(brain, ops.SaveInput(title="Key rotation runbook", body=SECRET,
-                                          library="brain", tags=["ops"]))  # fmt: skip
+    team: alice writes `example`, bob reads `brain`, carol administers everything.
+
+    What lies in `brain` only: the note's words, its tag `zebratag`, its entity `Zebra Vault`.
+    What `example` holds of it: a code comment naming its slug, a note it supersedes, and the
+    entity `Shared Thing` both name (a bridge)."""
+    saved = ops.save(brain, ops.SaveInput(
+        title="Key rotation runbook", library="brain", tags=["zebratag"],
+        body=f"{SECRET}. See [[Zebra Vault]] and [[Shared Thing]].",
+    ))  # fmt: skip
+    write(library / "tool.py", "# Brain: key-rotation-runbook\nprint('rotate')\n")
+    write(
+        library / "notes" / "old-rotation.md",
+        "# Old rotation\n\nRotate by hand. [[Shared Thing]]\n",
+    )
+    ops.reindex(brain, ops.ReindexInput(libraries=["example"]))
+    ops.supersede(brain, ops.SupersedeInput(old="example:notes/old-rotation.md", new=saved.id))
     ops.user_add(brain, ops.UserAddInput(name="alice", role="write", library=["example"]))
     ops.user_add(brain, ops.UserAddInput(name="bob", role="read", library=["brain"]))
     ops.user_add(brain, ops.UserAddInput(name="carol", role="admin"))
@@ -52,7 +66,7 @@ def team_brain(brain: ops.Brain) -> dict[str, Any]:
 @pytest.fixture
 def team_server(team_brain: dict[str, Any], home: Path) -> Iterator[dict[str, Any]]:
     with serving(home, token=team_brain["tokens"]["carol"]) as url:
-        yield {**team_brain, "url": url}
+        yield {**team_brain, "url": url, "home": home}
 
 
 def _as(token: str) -> dict[str, str]:
@@ -117,8 +131,8 @@ def test_each_user_reads_and_writes_only_what_their_roles_allow(
     log = ops.write_log(ops.Brain(home), ops.WriteLogInput()).writes
     seen = {(w.member, w.op, w.library, w.outcome, w.interface) for w in log}
     assert ("alice", "save", "example", "done", "http") in seen
-    assert ("alice", "save", "", "refused", "http") in seen
-    assert ("bob", "verify", "", "refused", "http") in seen
+    assert ("alice", "save", "brain", "refused", "http") in seen  # the library it was refused on
+    assert ("bob", "verify", "brain", "refused", "http") in seen
     assert ("carol", "reindex", "*", "done", "http") in seen
     done = next(w for w in log if w.member == "alice" and w.outcome == "done")
     assert done.target == f"example:{saved.json()['path']}" and done.token_id is not None
@@ -237,6 +251,15 @@ def test_the_gui_signs_in_with_a_token_and_shows_only_the_users_libraries(
         assert signed.status_code == 303 and signed.headers["location"] == "/"
         cookie = signed.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
+        # the cookie names the sign-in, not the token: nothing else on the host can replay it
+        assert tokens["alice"] not in cookie and "bmt_" not in cookie
+        session = browser.cookies["brainmap_session"]
+        assert httpx.get(f"{url}/search", params={"query": "kiwi"},
+                         headers=_as(session)).status_code == 401  # fmt: skip
+        forged = session[:-1] + ("0" if session[-1] != "0" else "1")
+        assert httpx.get(f"{url}/", cookies={"brainmap_session": forged}).status_code == 303
+        raw = httpx.get(f"{url}/", cookies={"brainmap_session": tokens["alice"]})
+        assert raw.status_code == 303
         home_page = browser.get("/")
         assert (
             home_page.status_code == 200 and "Signed in as <strong>alice</strong>" in home_page.text
@@ -346,17 +369,30 @@ def test_the_write_log_filters_by_user_library_and_day(home: Path) -> None:
     assert not os.environ.get("BRAINMAP_DB")
 
 
+@contextlib.contextmanager
+def _signed_in(url: str, token: str) -> Iterator[httpx.Client]:
+    """A client signed in on the GUI, as a browser is after the sign-in form."""
+    with httpx.Client(base_url=url, timeout=60) as client:
+        yield _sign_in(client, token)
+
+
+def _sign_in(client: httpx.Client, token: str) -> httpx.Client:
+    page = client.get("/ui/login")
+    done = client.post("/ui/login", data={"csrf_token": _csrf(page.text, "/ui/login"),
+                                          "token": token, "next": "/"})  # fmt: skip
+    assert done.status_code == 303, done.text
+    return client
+
+
 def test_pages_offer_only_the_forms_a_user_may_send(team_server: dict[str, Any]) -> None:
     url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
-    bob = {"brainmap_token": tokens["bob"]}  # the sign-in cookie, as a browser keeps it
-    with httpx.Client(base_url=url, timeout=60, cookies=bob) as reader:
+    with _signed_in(url, tokens["bob"]) as reader:
         entry = reader.get(f"/ui/entry/{secret}")
         assert entry.status_code == 200 and "Key rotation runbook" in entry.text
         assert "Mark verified" not in entry.text  # bob reads brain, writes nothing
         assert "Your roles let you write to no library" in reader.get("/ui/save").text
         assert "Recompute map" not in reader.get("/").text
-    carol = {"brainmap_token": tokens["carol"]}
-    with httpx.Client(base_url=url, timeout=60, cookies=carol) as admin:
+    with _signed_in(url, tokens["carol"]) as admin:
         assert "Mark verified" in admin.get(f"/ui/entry/{secret}").text
         assert "Recompute map" in admin.get("/").text
 
@@ -387,3 +423,82 @@ def test_signing_in_in_a_browser(
         assert errors == ["console: Failed to load resource: the server responded with a "
                           "status of 401 (Unauthorized)"]  # fmt: skip
         context.close()
+
+
+@both_backends
+def test_nothing_of_a_library_out_of_sight_shows_through_another(
+    backend: str, team_server: dict[str, Any]
+) -> None:
+    """What an outside attack found: the graph, the 404s, the search terms, tag suggestions,
+    supersession links and map bridges all told alice of `brain`, which she may not read."""
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+    alice, carol = _as(tokens["alice"]), _as(tokens["carol"])
+    with httpx.Client(base_url=url, timeout=60) as http:
+        # the graph: nodes only brain holds are missing, as a node nobody holds is
+        nothing = http.get("/neighbors", params={"node": "entity:no such thing"}, headers=alice)
+        for node in ("tag:zebratag", "entity:zebra vault", "Zebra Vault", secret):
+            seen = http.get("/neighbors", params={"node": node}, headers=alice)
+            assert seen.status_code == 404, node
+            assert seen.json()["hint"] == nothing.json()["hint"]
+            assert http.get("/neighbors", params={"node": node}, headers=carol).status_code == 200
+        walk = http.get("/neighbors", params={"node": "file:example/tool.py", "depth": 2},
+                        headers=alice).json()  # fmt: skip
+        assert all(n["key"] != f"entry:{secret}" for n in walk["nodes"])
+        assert "Key rotation runbook" not in json.dumps(walk)
+        shared = http.get("/neighbors", params={"node": "entity:shared thing"}, headers=alice)
+        assert {e["library"] for e in shared.json()["edges"]} == {"example"}
+        # an entry out of sight is missing in the very words of one that is not there
+        for path, body in (
+            ("/verify", {"ref": "REF"}),
+            ("/supersede", {"old": "example:notes/old-rotation.md", "new": "REF"}),
+            ("/save", {"title": "t", "body": "b", "library": "example", "merge_into": "REF"}),
+        ):
+            answers = []
+            for ref in (secret, "0123456789abcdef"):
+                sent = json.loads(json.dumps(body).replace("REF", ref))
+                answer = http.post(path, json=sent, headers=alice)
+                assert "detail" in answer.json(), (path, ref, answer.text)
+                answers.append((answer.status_code, answer.json()["detail"].replace(ref, "R"),
+                                answer.json().get("hint")))  # fmt: skip
+            assert answers[0] == answers[1] and answers[0][0] == 404, (path, answers)
+        assert http.get(f"/backlinks/{secret}", headers=alice).status_code == 404
+        crumbs = http.get("/backlinks/key-rotation-runbook", headers=alice).json()
+        assert crumbs["entries"] == [] and crumbs["breadcrumbs"][0]["entries"] == []
+        refs = http.get("/refs/example:tool.py", headers=alice).json()
+        assert refs["breadcrumbs"][0]["entries"] == []
+        # supersession links into brain are unresolved to her, as if brain had no such entry
+        old = http.get("/get/example:notes/old-rotation.md", headers=alice).json()
+        assert old["superseded_by"] == [] and "Key rotation runbook" not in json.dumps(old)
+        assert http.get("/get/example:notes/old-rotation.md",
+                        headers=carol).json()["superseded_by"][0]["id"] == secret  # fmt: skip
+        # the search's terms: only what her hits hold, not what the whole index knows
+        found = http.get("/search", params={"query": "zurich quarter kiwi", "mode": "bm25"},
+                         headers=alice).json()  # fmt: skip
+        assert "zurich" not in found["terms"]
+        # the map: no bridge to brain, no word of it
+        block = http.get("/map/example", headers=alice).json()
+        assert "brain" not in block["bridged_libraries"]
+        assert all("brain" not in b["libraries"] for b in block["bridges"])
+        lines = http.get("/map", headers=alice).json()
+        assert lines["libraries"][0]["bridged_libraries"] == []
+        assert "Zebra" not in lines["text"] and "rotation runbook" not in lines["text"]
+        assert "brain" in http.get("/map/example", headers=carol).json()["bridged_libraries"]
+        # tag suggestions come from her libraries' entries only
+        suggested = http.post("/save", headers=alice, json={
+            "title": "Vault key rotation at the Zurich office", "body": SECRET, "force": True,
+            "library": "example"}).json()  # fmt: skip
+        assert suggested["status"] == "saved" and "zebratag" not in suggested["tags"]
+        assert all(c["library"] == "example" for c in suggested["candidates"])
+        # a file of brain is in no library, to her
+        inside = http.get(f"/refs/{team_server['home']}/brain/key-rotation-runbook.md",
+                          headers=alice)  # fmt: skip
+        outside = http.get("/refs//etc/hostname", headers=alice)
+        assert inside.status_code == outside.status_code == 404
+        assert inside.json()["hint"] == outside.json()["hint"]
+        # collecting a file by path reads it on the server: admin of every library only
+        eve = http.post("/collect", headers=alice,
+                        json={"libraries": ["example"], "from_file": "x.json"})  # fmt: skip
+        assert eve.status_code == 403
+    log = ops.write_log(ops.Brain(team_server["home"]),
+                        ops.WriteLogInput(user="alice")).writes  # fmt: skip
+    assert any(w.op == "collect" and w.outcome == "refused" for w in log)

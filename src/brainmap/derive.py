@@ -50,13 +50,27 @@ def after_change(
     removed: Sequence[str] = (),
     rollups: bool = False,
 ) -> Derived:
-    """Bring what derives from ``libraries`` (all when None) up to date after a change.
+    """Bring what derives from ``libraries`` (all when None) up to date after a change. It
+    sees the whole index, whoever's call changed it: what derives is everybody's.
 
     ``removed`` names libraries that are gone (their partners lose the bridges to them);
     ``embed=False`` never loads the embedding model (map sentences keep their vectors when
     unchanged, the others wait for the next call that embeds); ``rollups`` also writes the
     diary rollups of completed periods.
     """
+    with store.db.seeing(None):
+        return _after_change(cfg, store, libraries, embed=embed, removed=removed, rollups=rollups)
+
+
+def _after_change(
+    cfg: Config,
+    store: Store,
+    libraries: Sequence[str] | None,
+    *,
+    embed: bool = True,
+    removed: Sequence[str] = (),
+    rollups: bool = False,
+) -> Derived:
     derived = Derived()
     if libraries is None:
         names = [lib.name for lib in cfg.libraries]

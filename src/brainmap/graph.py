@@ -11,7 +11,7 @@ nodes without rewriting the edges of any other entry.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,8 +331,11 @@ class GraphReader:
         depth = max(1, min(depth, MAX_DEPTH))
         start = self.resolve(ref, libraries)
         start = self.canonical([start])[start]
-        if only is not None and not self._inside(start, only):
-            raise UserError(f"nothing in the graph is called {ref!r}", status=404)
+        seeing = self.store.db.visible
+        if only is not None:
+            seeing = frozenset(only) if seeing is None else seeing & frozenset(only)
+        if seeing is not None and not self._inside(start, seeing):
+            raise _nothing_called(ref)
         seen = {start: 0}
         aliases: dict[str, list[str]] = {}
         edges: dict[tuple[str, str, str, str | None, int | None], Edge] = {}
@@ -372,21 +375,22 @@ class GraphReader:
             for key, d in seen.items()
         ]
         center = nodes[0]
-        if start not in info and not edges:
-            raise UserError(
-                f"nothing in the graph is called {ref!r}",
-                hint="give an entry id, library:path, a name, or a key such as entity:postgres",
-                status=404,
-            )
+        # a node only libraries out of sight hold is none of the caller's (their own entries
+        # and files are theirs, linked or not)
+        hidden = (
+            seeing is not None and not edges and NodeKey.parse(start).kind not in ("entry", "file")
+        )
+        if (start not in info and not edges) or hidden:
+            raise _nothing_called(ref)
         return Neighborhood(center, nodes[1:], list(edges.values()), truncated)
 
-    def _inside(self, key: str, libraries: Sequence[str]) -> bool:
+    def _inside(self, key: str, libraries: Collection[str]) -> bool:
         """Whether a node that belongs to one library (an entry, a file) is in ``libraries``;
         any other node (an entity, a commit, a person) belongs to none."""
         node = NodeKey.parse(key)
-        if node.kind == "entry":
+        if node.kind == "entry":  # one out of the call's sight has no row for it
             row = self.store.entries.entry(node.name)
-            return row is None or row["library"] in libraries
+            return row is not None and row["library"] in libraries
         if node.kind == "file":
             return node.name.split("/", 1)[0] in libraries
         return True
@@ -435,6 +439,14 @@ class GraphReader:
             named = self.store.entries.with_slug(name_of(edge.object))
             out.append(_crumb(edge, [f"{lib}:{rel}" for _, lib, rel in named]))
         return out
+
+
+def _nothing_called(ref: str) -> UserError:
+    return UserError(
+        f"nothing in the graph is called {ref!r}",
+        hint="give an entry id, library:path, a name, or a key such as entity:postgres",
+        status=404,
+    )
 
 
 def _edge(row: EdgeRow, subject: str, obj: str) -> Edge:

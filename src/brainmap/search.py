@@ -171,9 +171,10 @@ class Searcher:
     # the pieces
 
     def nearest(self, vector: np.ndarray, limit: int = 8) -> list[tuple[HitRow, float]]:
-        """Chunks nearest to a passage vector, with their cosine similarity."""
+        """Chunks nearest to a passage vector, with their cosine similarity (of the libraries
+        the current call may see)."""
         self.vectors.refresh(self.store)
-        top = self.vectors.top(vector, limit, Filters(), None)
+        top = self.vectors.top(vector, limit, Filters(library_ids=self._visible_ids()), None)
         rows = self.store.entries.hits([cid for cid, _ in top])
         return [(rows[cid], similarity) for cid, similarity in top if cid in rows]
 
@@ -190,6 +191,9 @@ class Searcher:
         library_ids = None
         if libraries:
             library_ids = sorted(read_library_ids(self.cfg, self.store, libraries).values())
+        seen = self._visible_ids()
+        if seen is not None:  # a team's user: only the libraries they may read
+            library_ids = seen if library_ids is None else [i for i in library_ids if i in seen]
         return Filters(
             library_ids=library_ids,
             types=[t.lower() for t in types or []],
@@ -202,6 +206,13 @@ class Searcher:
             not_types=[t.lower() for t in not_types or []],
             include_inactive=include_inactive,
         )
+
+    def _visible_ids(self) -> list[int] | None:
+        """The ids of the libraries the current call may see (None: all)."""
+        visible = self.store.db.visible
+        if visible is None:
+            return None
+        return sorted(self.store.entries.library_ids(visible).values())
 
     # the search
 
@@ -264,7 +275,9 @@ class Searcher:
         result = SearchResult(query=query, mode=mode, hits=[])
         configured = {lib.name for lib in self.cfg.libraries}
         behind = [
-            n for n in self.store.entries.behind_analyzer(ANALYZER_VERSION) if n in configured
+            n
+            for n in self.store.entries.behind_analyzer(ANALYZER_VERSION)
+            if n in configured and self.store.db.shown(n)
         ]
         if behind:
             result.warnings.append(

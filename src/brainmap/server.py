@@ -15,7 +15,9 @@ import ipaddress
 import json
 import logging
 import re
+import secrets
 import socket
+import time
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,7 +41,7 @@ from brainmap import __version__
 from brainmap.errors import UserError
 from brainmap.gui import install as install_gui
 from brainmap.gui.account import LOGIN as LOGIN_PATH
-from brainmap.gui.account import SESSION_COOKIE
+from brainmap.gui.account import SESSION_COOKIE, SESSION_SECONDS
 from brainmap.mcp_server import create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 from brainmap.ops.access import PRINCIPAL, requester, run
@@ -100,11 +102,13 @@ def is_loopback(host: str) -> bool:
 
 
 class Keys:
-    """The tokens a server takes: the owner's (``--token``) and, with a team, its users'."""
+    """The tokens a server takes: the owner's (``--token``) and, with a team, its users'; and
+    the GUI's sign-ins, which name the token that signed in without holding it."""
 
     def __init__(self, token: str | None, team: Team | None) -> None:
         self.token = token.encode("utf-8") if token is not None else None
         self.team = team
+        self._secret = secrets.token_bytes(32)  # a restart ends every sign-in
 
     @property
     def needed(self) -> bool:
@@ -123,6 +127,30 @@ class Keys:
         if self.team is None:
             return None
         return self.team.authenticate(given)
+
+    def session(self, principal: Principal) -> str:
+        """The sign-in cookie of ``principal``: which token signed in (0: the owner's) and
+        until when, signed with this server's secret. It is no token: no API takes it."""
+        body = f"{principal.token_id or 0}.{int(time.time()) + SESSION_SECONDS}"
+        return f"{body}.{self._mac(body)}"
+
+    def signed_in(self, cookie: str) -> Principal | None:
+        """Who a sign-in cookie names, while it lasts and their token still works."""
+        token_id, _, rest = cookie.partition(".")
+        until, _, mac = rest.partition(".")
+        body = f"{token_id}.{until}"
+        if not (token_id.isdigit() and until.isdigit()):
+            return None
+        if not hmac.compare_digest(mac.encode("latin-1", "replace"), self._mac(body).encode()):
+            return None
+        if int(until) < time.time():
+            return None
+        if token_id == "0":
+            return OWNER if self.token is not None else None
+        return self.team.signed_in(int(token_id)) if self.team is not None else None
+
+    def _mac(self, body: str) -> str:
+        return hmac.new(self._secret, body.encode(), "sha256").hexdigest()
 
 
 class Guard:
@@ -224,9 +252,12 @@ class Guard:
         if path in (LOGIN_PATH, "/favicon.ico"):  # signing in needs none yet; the icon is none
             return None
         given = bearer(headers)
-        if given is None and is_page(path):
-            given = cookie(headers, SESSION_COOKIE)
-        principal = await anyio.to_thread.run_sync(self.keys.principal, given) if given else None
+        signed = cookie(headers, SESSION_COOKIE) if given is None and is_page(path) else None
+        principal = None
+        if given is not None:
+            principal = await anyio.to_thread.run_sync(self.keys.principal, given)
+        elif signed is not None:
+            principal = await anyio.to_thread.run_sync(self.keys.signed_in, signed)
         if principal is not None:
             if self.keys.team is not None:
                 scope[PRINCIPAL] = principal
@@ -438,7 +469,7 @@ def create_app(
     keys = Keys(token, team)
     # the web GUI at / (not in the OpenAPI); with tokens, it has a sign-in page
     site = install_gui(app, brain, read_only=read_only, team=team,
-                       sign_in=keys.principal if keys.needed else None)  # fmt: skip
+                       sign_in=keys if keys.needed else None)  # fmt: skip
     _install_error_handlers(app, site.error_page)
     return Guard(
         app,

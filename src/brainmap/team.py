@@ -16,7 +16,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -298,20 +298,27 @@ class Team:
         """The user a token belongs to, with their roles; None for a token that is unknown,
         revoked or expired. What was read is trusted for :data:`CACHE_SECONDS`."""
         key = digest(token)
+        return self._cached(key, lambda: self.repo.token_by_digest(key))
+
+    def signed_in(self, token_id: int) -> Principal | None:
+        """The user of the token numbered ``token_id`` (a GUI sign-in names its token by
+        number), as :meth:`authenticate` finds them."""
+        return self._cached(f"id:{token_id}", lambda: self.repo.token_by_id(token_id))
+
+    def _cached(self, key: str, read: Callable[[], TokenRow | None]) -> Principal | None:
         moment = time.monotonic()
         with self._lock:
             seen = self._seen.get(key)
         if seen is not None and moment - seen[0] < CACHE_SECONDS:
             return seen[1]
-        principal = self._principal(key)
+        principal = self._principal(read())
         with self._lock:
             if len(self._seen) > 10_000:  # guesses must not grow it without bound
                 self._seen.clear()
             self._seen[key] = (moment, principal)
         return principal
 
-    def _principal(self, key: str) -> Principal | None:
-        row = self.repo.token_by_digest(key)
+    def _principal(self, row: TokenRow | None) -> Principal | None:
         at = now()
         if row is None or token_state(row, at) != "active":
             return None

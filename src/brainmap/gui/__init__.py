@@ -15,7 +15,6 @@ them all to the app.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -27,7 +26,8 @@ from brainmap.gui import account, graphview, knowledge, pages, writing
 from brainmap.gui.site import Site
 
 if TYPE_CHECKING:
-    from brainmap.team import Principal, Team
+    from brainmap.gui.account import SignIn
+    from brainmap.team import Team
 
 MODULES = (pages, writing, knowledge, graphview, account)
 
@@ -38,7 +38,7 @@ def install(
     *,
     read_only: bool,
     team: Team | None = None,
-    sign_in: Callable[[str], Principal | None] | None = None,
+    sign_in: SignIn | None = None,
 ) -> Site:
     """Mount the GUI's routes on ``app`` (none of them in the OpenAPI document). With
     ``sign_in`` (the server takes tokens), a sign-in page; with ``team``, its users' roles

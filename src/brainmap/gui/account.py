@@ -1,11 +1,15 @@
 """Signing in to the GUI of a server that takes tokens (``--token``, or a team's users').
 
-A browser sends no ``Authorization`` header, so the sign-in page takes the token and keeps it
-in a cookie (HttpOnly, SameSite=Lax) that the guard accepts on the GUI's pages only: REST and
-MCP still need the header, so the cookie can never make a cross-site API call count.
+A browser sends no ``Authorization`` header, so the sign-in page takes the token and sets a
+cookie (HttpOnly, SameSite=Lax) that names which token signed in and until when, signed with
+the server's secret: the token itself never leaves the form. The guard accepts the cookie on
+the GUI's pages only, so REST and MCP still need the header, and nothing else that shares the
+host name can replay the cookie as a token.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -14,10 +18,22 @@ from starlette.responses import Response
 from brainmap.gui.csrf import FIELD
 from brainmap.gui.site import FORM_TYPE, Route, Site, parse_form, redirect
 
-SESSION_COOKIE = "brainmap_token"
+if TYPE_CHECKING:
+    from brainmap.team import Principal
+
+SESSION_COOKIE = "brainmap_session"
 LOGIN = "/ui/login"
 LOGOUT = "/ui/logout"
 SESSION_SECONDS = 12 * 3600
+
+
+class SignIn(Protocol):
+    """What a server that takes tokens lends its GUI: who a token belongs to, and the cookie
+    of a sign-in."""
+
+    def principal(self, given: str) -> Principal | None: ...
+
+    def session(self, principal: Principal) -> str: ...
 
 
 def safe_next(target: str | None) -> str:
@@ -63,13 +79,13 @@ def routes(site: Site) -> list[Route]:
             return site.error_page(403, "The form's security token is missing or out of date.",
                                    "Reload the page and sign in again.")  # fmt: skip
         token = form.get("token", "").strip()
-        principal = await run_in_threadpool(check, token) if token else None
+        principal = await run_in_threadpool(check.principal, token) if token else None
         if principal is None:
             return login_page(site, target, "That token is not valid (it may have been revoked "
                               "or have expired).", status=401)  # fmt: skip
         response = redirect(target)
         response.set_cookie(
-            SESSION_COOKIE, token, max_age=SESSION_SECONDS, path="/", httponly=True,
+            SESSION_COOKIE, check.session(principal), max_age=SESSION_SECONDS, path="/", httponly=True,
             samesite="lax", secure=request.url.scheme == "https",
         )  # fmt: skip
         return response

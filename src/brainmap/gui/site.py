@@ -23,8 +23,9 @@ from brainmap.gui.render import Renderer
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from brainmap.gui.account import SignIn
     from brainmap.ops.access import Requester
-    from brainmap.team import Principal, Team
+    from brainmap.team import Team
 
 log = logging.getLogger("brainmap.gui")
 #: The team's user of the request a page or form is serving (None: the server has no team)
@@ -63,7 +64,7 @@ class Site:
         *,
         read_only: bool,
         team: Team | None = None,
-        sign_in: Callable[[str], Principal | None] | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         """``team``: the server's, whose users' roles apply; ``sign_in``: who a token
         belongs to, when the server takes tokens (the GUI then has a sign-in page)."""

@@ -6,10 +6,14 @@ A rule says which libraries a call touches and the role it needs on each (``team
 
 - a read that names no library is narrowed to the libraries the user may read; naming one
   they may not read is refused (403);
-- a call on an entry (get, verify, feedback, ...) needs the role on the entry's library, and
-  an entry the user may not read is answered as missing (404), as if it were not there;
-- a listing (the libraries, the map's cards, backlinks) shows only what the user may read;
+- a call on an entry (get, verify, feedback, ...) needs the role on the entry's library;
 - stats, doctor and the usage report describe the whole brain: they need admin on ``*``.
+
+Every call also runs in the user's *view* (``Database.seeing``): an entry, a slug, a
+supersession link, a graph edge or a search candidate of a library they may not read does
+not exist for it, so each op answers as it does for what is missing (the same 404, the same
+empty list) and no answer differs by what lies out of sight. Listings of the configured
+libraries (the libraries, the map) are cut to the user's.
 
 Every write a user asks for, whether done, refused or failed, is a line of the team's write
 log (``brainmap user log``), one per library it touched.
@@ -17,7 +21,6 @@ log (``brainmap user log``), one per library it touched.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,11 +87,19 @@ class Rule:
     whole: bool = False  # it describes the whole brain: the role is needed on '*'
 
 
-def refused(principal: Principal, role: Role, library: str) -> UserError:
-    return UserError(
+class Refused(UserError):
+    """A call the user's roles do not allow (403), and the library it was refused on."""
+
+    def __init__(self, message: str, hint: str, library: str = "") -> None:
+        super().__init__(message, hint=hint, status=403)
+        self.library = library
+
+
+def refused(principal: Principal, role: Role, library: str) -> Refused:
+    return Refused(
         f"{principal.user} may not {_VERB[role]} library {library!r}",
-        hint=f"an admin can grant it: brainmap user grant {principal.user} {role.label} {library}",
-        status=403,
+        f"an admin can grant it: brainmap user grant {principal.user} {role.label} {library}",
+        library,
     )
 
 
@@ -116,10 +127,9 @@ def narrow(role: Role, field: str, *, index: bool = False) -> Check:
             return inp, []
         allowed = who.within(role, _universe(brain, index))
         if not allowed:
-            raise UserError(
+            raise Refused(
                 f"{who.user} may {_VERB[role]} no library here",
-                hint=f"an admin can grant it: brainmap user grant {who.user} {role.label} LIBRARY",
-                status=403,
+                f"an admin can grant it: brainmap user grant {who.user} {role.label} LIBRARY",
             )
         return inp.model_copy(update={field: allowed}), allowed
 
@@ -139,10 +149,10 @@ def named(role: Role, field: str, default: Callable[[Brain], str] | None = None)
                 return inp, []
             for name in _universe(brain, index=False):
                 if not who.may(role, name):
-                    raise UserError(
+                    raise Refused(
                         f"{who.user} may not {_VERB[role]} every library",
-                        hint=f"name one of yours: {field}=LIBRARY",
-                        status=403,
+                        f"name one of yours: {field}=LIBRARY",
+                        name,
                     )
             return inp, []
         if not who.may(role, library):
@@ -153,8 +163,8 @@ def named(role: Role, field: str, default: Callable[[Brain], str] | None = None)
 
 
 def on_entries(role: Role, *fields: str) -> Check:
-    """Entries named in ``fields``: the role is needed on each one's library; one the user
-    may not read is missing to them (the op's own 404 answers an entry that is missing)."""
+    """Entries named in ``fields``: the role is needed on each one's library. (An entry the
+    user may not read does not resolve in their view: the op answers that it is missing.)"""
 
     def check(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
         from brainmap.ops.knowledge import locate_entry
@@ -165,13 +175,9 @@ def on_entries(role: Role, *fields: str) -> Check:
             found = locate_entry(brain, ref) if ref else None
             if found is None:
                 continue
-            library = found[1]
-            if not who.may(Role.READ, library):
-                raise UserError(f"no entry {ref!r}", status=404,
-                                hint="use an id or path from `brainmap search`")  # fmt: skip
-            if not who.may(role, library):
-                raise refused(who, role, library)
-            touched.append(library)
+            if not who.may(role, found[1]):
+                raise refused(who, role, found[1])
+            touched.append(found[1])
         return inp, list(dict.fromkeys(touched))
 
     return check
@@ -182,10 +188,9 @@ def everywhere(role: Role) -> Check:
 
     def check(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
         if not who.may_everywhere(role):
-            raise UserError(
+            raise Refused(
                 f"{who.user} may not {_VERB[role]} every library, which this needs",
-                hint=f"an admin can grant it: brainmap user grant {who.user} {role.label}",
-                status=403,
+                f"an admin can grant it: brainmap user grant {who.user} {role.label}",
             )
         return inp, []
 
@@ -233,21 +238,25 @@ def _save(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list
 
 
 def _refs_file(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
-    from brainmap.ops.graph import RefsInput, library_path
+    """A code file of a library the user may not read is in no library, to them."""
+    from brainmap.ops.graph import RefsInput, library_path, not_in_a_library
 
     assert isinstance(inp, RefsInput)
     library, _ = library_path(brain, inp.file)
     if not who.may(Role.READ, library):
-        raise refused(who, Role.READ, library)
+        raise not_in_a_library(inp.file)
     return inp, [library]
 
 
-# --- what a listing shows -------------------------------------------------------------------
+def _collect(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
+    """Collecting a file named by path reads it on the server, wherever it lies in the
+    libraries (and what an ssh config includes): only an admin of every library may."""
+    if getattr(inp, "from_file", None):
+        return everywhere(Role.ADMIN)(brain, who, inp)
+    return narrow(Role.ADMIN, "libraries")(brain, who, inp)
 
 
-def _readable(who: Principal, ref: str) -> bool:
-    """Whether ``library:path`` lies in a library the user may read."""
-    return who.may(Role.READ, ref.split(":", 1)[0])
+# --- what a listing of the configured libraries shows -----------------------------------------
 
 
 def _libraries_shown(who: Principal, result: Any) -> Any:
@@ -261,24 +270,15 @@ def _blocks_shown(who: Principal, result: Any) -> Any:
     return result
 
 
-def _crumbs(who: Principal, crumbs: Sequence[Any]) -> list[Any]:
-    return [
-        dataclasses.replace(c, entries=[e for e in c.entries if _readable(who, e)])
-        for c in crumbs
-        if who.may(Role.READ, c.library)
-    ]
+def _terms_shown(who: Principal, result: Any) -> Any:
+    """A search's terms are the query's words the whole index knows: to a user who reads
+    only some libraries, only those their hits hold (what they could see anyway)."""
+    if who.may_everywhere(Role.READ):
+        return result
+    from brainmap.analysis import fold
 
-
-def _backlinks_shown(who: Principal, result: Any) -> Any:
-    result.entries = [e for e in result.entries if _readable(who, e)]
-    result.breadcrumbs = _crumbs(who, result.breadcrumbs)
-    if not result.entries and not result.breadcrumbs:
-        raise UserError(f"no entry or breadcrumb named {result.ref!r}", status=404)
-    return result
-
-
-def _refs_shown(who: Principal, result: Any) -> Any:
-    result.breadcrumbs = _crumbs(who, result.breadcrumbs)
+    texts = [fold(hit.text) for hit in result.hits]
+    result.terms = [t for t in result.terms if any(t in text for text in texts)]
     return result
 
 
@@ -287,7 +287,7 @@ R, W, A = Role.READ, Role.WRITE, Role.ADMIN
 #: Every op's rule; None: the CLI only (it runs as the owner of the files, not as a user)
 RULES: dict[str, Rule | None] = {
     # reads
-    "search": Rule(R, narrow(R, "library", index=True)),
+    "search": Rule(R, narrow(R, "library", index=True), _terms_shown),
     "ask": Rule(R, narrow(R, "library", index=True)),
     "neighbors": Rule(R, narrow(R, "library", index=True)),
     "audit": Rule(R, narrow(R, "library")),
@@ -299,8 +299,8 @@ RULES: dict[str, Rule | None] = {
     "library_facts": Rule(R, named(R, "library")),
     "diary_index": Rule(R, fixed(R, _diary_library)),
     "diary_text": Rule(R, fixed(R, _diary_library)),
-    "refs": Rule(R, _refs_file, _refs_shown),
-    "backlinks": Rule(R, both(), _backlinks_shown),
+    "refs": Rule(R, _refs_file),
+    "backlinks": Rule(R, both()),
     "library_list": Rule(R, both(), _libraries_shown),
     "map_blocks": Rule(R, both(), _blocks_shown),
     # writes
@@ -310,7 +310,7 @@ RULES: dict[str, Rule | None] = {
     "verify": Rule(W, on_entries(W, "ref")),
     # administration
     "reindex": Rule(A, narrow(A, "libraries")),
-    "collect": Rule(A, narrow(A, "libraries")),
+    "collect": Rule(A, _collect),
     "git_import": Rule(A, narrow(A, "libraries")),
     "map_recompute": Rule(A, named(A, "library")),
     "stats": Rule(A, everywhere(A), whole=True),
@@ -365,24 +365,35 @@ def run(o: Op, brain: Brain, inp: BaseModel, caller: Caller, who: Requester | No
     rule = RULES.get(o.name)
     if rule is None:
         raise UserError(f"{o.tool} is for the command line only", status=403)
-    try:
-        inp, touched = rule.check(brain, who.principal, inp)
-    except UserError as exc:
-        if o.writes:
-            _log(who, o, [], "refused", exc.message)
-        raise
-    try:
-        result = o.run(brain, inp, caller)
-    except Exception as exc:
-        if o.writes:
-            detail = exc.message if isinstance(exc, UserError) else type(exc).__name__
-            _log(who, o, touched, "failed", detail)
-        raise
-    if rule.shown is not None:
-        result = rule.shown(who.principal, result)
+    principal = who.principal
+    with brain.store.db.seeing(_view(principal, rule)):
+        try:
+            inp, touched = rule.check(brain, principal, inp)
+        except UserError as exc:
+            if o.writes:
+                _log(who, o, [getattr(exc, "library", "")], "refused", exc.message)
+            raise
+        try:
+            result = o.run(brain, inp, caller)
+        except Exception as exc:
+            if o.writes:
+                detail = exc.message if isinstance(exc, UserError) else type(exc).__name__
+                _log(who, o, touched, "failed", detail)
+            raise
+        if rule.shown is not None:
+            result = rule.shown(principal, result)
     if o.writes:
         _log(who, o, touched, "done", "", _target(result))
     return result
+
+
+def _view(principal: Principal, rule: Rule) -> list[str] | None:
+    """The libraries a user's call sees: those they hold a role on (None: every one). An
+    administration (reindex, collect, ...) runs on whole libraries it names, which the rule
+    has checked, and sees everything, as what derives from a change always does."""
+    if rule.role is Role.ADMIN or principal.may_everywhere(Role.READ):
+        return None
+    return [library for library in principal.roles if library != EVERY_LIBRARY]
 
 
 def _target(result: Any) -> str:

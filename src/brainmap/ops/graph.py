@@ -136,7 +136,11 @@ def library_path(brain: Brain, ref: str) -> tuple[str, str]:
     found = brain.cfg.locate(Path(ref))
     if found is not None:
         return found[0].name, found[1]
-    raise UserError(f"{ref!r} is not in any library", hint="give it as library:path", status=404)
+    raise not_in_a_library(ref)
+
+
+def not_in_a_library(ref: str) -> UserError:
+    return UserError(f"{ref!r} is not in any library", hint="give it as library:path", status=404)
 
 
 class GitImportInput(_Input):

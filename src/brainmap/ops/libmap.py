@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -42,7 +43,7 @@ def map_(brain: Brain, inp: MapInput) -> LibraryMap:
     """The library map: every library in one line (what it is about, its core entities, its
     size and the libraries it shares entities with). Read it to know where to search; pass a
     library to search(library=...) to stay inside it."""
-    found = {b.library: b for b in libmap.blocks(brain.store)}
+    found = {b.library: b for b in _blocks(brain)}
     lines = []
     for lib in brain.cfg.select(inp.library):
         block = found.get(lib.name)
@@ -67,10 +68,31 @@ def map_(brain: Brain, inp: MapInput) -> LibraryMap:
 def map_text(brain: Brain, libraries: list[str] | None = None) -> str:
     """The compact map of the libraries (all when None) within the configured token budget
     (the MCP instructions use it)."""
-    found = {b.library: b for b in libmap.blocks(brain.store)}
+    found = {b.library: b for b in _blocks(brain)}
     chosen = brain.cfg.select(libraries)
     shown = [found.get(lib.name) or _not_indexed(lib.name) for lib in chosen]
     return libmap.compact(shown, brain.cfg.map.instructions_tokens)
+
+
+def _blocks(brain: Brain, names: list[str] | None = None) -> list[MapBlock]:
+    """The active blocks (of ``names``), their bridges cut to the libraries the current
+    call may see: a team's user learns nothing of another library from a shared entity."""
+    db = brain.store.db
+    found = libmap.blocks(brain.store, names)
+    if db.visible is None:
+        return found
+    return [
+        dataclasses.replace(
+            block,
+            bridges=[
+                dataclasses.replace(b, libraries=shared)
+                for b in block.bridges
+                if (shared := [name for name in b.libraries if db.shown(name)])
+            ],
+            bridged_libraries={k: n for k, n in block.bridged_libraries.items() if db.shown(k)},
+        )
+        for block in found
+    ]
 
 
 def _not_indexed(name: str) -> MapBlock:
@@ -89,7 +111,7 @@ class MapBlocks:
 def map_blocks(brain: Brain, inp: NoInput) -> MapBlocks:
     """The full map block of every library in one read (the home page's cards)."""
     names = [lib.name for lib in brain.cfg.libraries]
-    found = {b.library: b for b in libmap.blocks(brain.store, names)}
+    found = {b.library: b for b in _blocks(brain, names)}
     return MapBlocks(names, [found[name] for name in names if name in found])
 
 
@@ -104,7 +126,7 @@ def get_map(brain: Brain, inp: MapLibraryInput) -> MapBlock:
     profile (edges per predicate), bridges (entities other libraries share, with those
     libraries), triplet count, size, last change, git commit, and when it was computed."""
     brain.cfg.library(inp.library)  # unknown names are a clear 404
-    found = libmap.blocks(brain.store, [inp.library])
+    found = _blocks(brain, [inp.library])
     if not found:
         raise UserError(
             f"library {inp.library!r} has no map block yet",

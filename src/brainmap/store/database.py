@@ -66,6 +66,8 @@ class BaseDatabase:
         # a time left one tiny segment per file to merge; together they make one per batch.
         self.text_rows: list[tuple[str, FtsRow]] = []
         self._buffers: list[Buffer] = []
+        # the libraries the current call may read (None: all): see :meth:`seeing`
+        self.visible: frozenset[str] | None = None
 
     # what a backend provides
 
@@ -125,6 +127,23 @@ class BaseDatabase:
         raise NotImplementedError
 
     # shared
+
+    @contextmanager
+    def seeing(self, libraries: Iterable[str] | None) -> Iterator[None]:
+        """Within the block, the reads that answer a served call (an entry named by a
+        reference, a slug, supersession links, the graph's edges, the search's filters) see
+        only ``libraries`` (None: all). A connection serves one thread, so one call at a time;
+        the writes and what derives from them always see everything."""
+        before = self.visible
+        self.visible = None if libraries is None else frozenset(libraries)
+        try:
+            yield
+        finally:
+            self.visible = before
+
+    def shown(self, library: str) -> bool:
+        """Whether the current call may see ``library`` (:meth:`seeing`)."""
+        return self.visible is None or library in self.visible
 
     def add_buffer(self, buffer: Buffer) -> None:
         """Have ``buffer`` flushed before every commit, after the full-text rows."""

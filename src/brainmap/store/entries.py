@@ -392,24 +392,30 @@ class EntryRepo:
             "unresolved": [],
         }
         for role, eid, library, path, title, status in sorted(rows, key=lambda r: (r[2], r[3])):
+            if not self.db.shown(library):  # another library's entry: not the caller's to see
+                continue
             item = {"id": eid, "library": library, "path": path, "title": title, "status": status}
             if item not in out[role]:
                 out[role].append(item)
-        for role, library, slug in self.db.rows(
-            "SELECT s.role, s.library, s.slug FROM supersession s WHERE s.entry_id = ? "
-            "AND NOT EXISTS (SELECT 1 FROM library l JOIN entry n ON n.library_id = l.id "
-            "WHERE l.name = s.library AND n.slug = s.slug) ORDER BY s.role, s.library, s.slug",
+        # a link into a library the caller may not see names nothing they can see either
+        for role, library, slug, found in self.db.rows(
+            "SELECT s.role, s.library, s.slug, EXISTS (SELECT 1 FROM library l JOIN entry n "
+            "ON n.library_id = l.id WHERE l.name = s.library AND n.slug = s.slug) "
+            "FROM supersession s WHERE s.entry_id = ? ORDER BY s.role, s.library, s.slug",
             (entry_id,),
         ):
-            out["unresolved"].append({"role": role, "library": library, "slug": slug})
+            if not found or not self.db.shown(library):
+                out["unresolved"].append({"role": role, "library": library, "slug": slug})
         return out
 
     def find_entry(self, ref: str) -> tuple[str, str] | None:
-        """Resolve an entry id, ``library:path`` or library-relative path to (id, library)."""
+        """Resolve an entry id, ``library:path`` or library-relative path to (id, library);
+        only an entry the current call may see (:meth:`Database.seeing`) resolves."""
         row = self.db.rows(
             "SELECT e.id, l.name FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
             (ref,),
         )
+        row = [r for r in row if self.db.shown(r[1])]
         entry = EntryRef.parse(ref)
         if not row and entry.library:
             row = self.db.rows(
@@ -423,10 +429,12 @@ class EntryRepo:
                 "WHERE e.path = ? ORDER BY l.name",
                 (ref,),
             )
+        row = [r for r in row if self.db.shown(r[1])]
         return (row[0][0], row[0][1]) if row else None
 
     def entry(self, entry_id: str) -> dict[str, Any] | None:
-        """An entry row as a dict (JSON columns decoded), with its library's name and path."""
+        """An entry row as a dict (JSON columns decoded), with its library's name and path;
+        None for an entry the current call may not see."""
         names, rows = self.db.columns(
             "SELECT e.*, l.name AS library, l.path AS library_path, l.scope AS scope "
             "FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
@@ -435,6 +443,8 @@ class EntryRepo:
         if not rows:
             return None
         data = dict(zip(names, rows[0], strict=True))
+        if not self.db.shown(data["library"]):
+            return None
         for key in ("tags", "aliases", "meta", "warnings"):
             data[key] = json.loads(data[key])
         return data
@@ -683,13 +693,14 @@ class EntryRepo:
     # by slug; due for re-verification
 
     def with_slug(self, slug: str) -> list[tuple[str, str, str]]:
-        """(entry id, library, path) of the entries whose file is called ``slug``."""
+        """(entry id, library, path) of the entries whose file is called ``slug`` (those the
+        current call may see)."""
         rows = self.db.rows(
             "SELECT e.id, l.name, e.path FROM entry e JOIN library l ON l.id = e.library_id "
             "WHERE e.slug = ? ORDER BY l.name, e.path",
             (slug,),
         )
-        return [(str(a), str(b), str(c)) for a, b, c in rows]
+        return [(str(a), str(b), str(c)) for a, b, c in rows if self.db.shown(str(b))]
 
     def reverify_due(
         self, before: str, library_ids: Sequence[int], project: str | None = None

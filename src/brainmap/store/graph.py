@@ -259,9 +259,10 @@ class GraphRepo:
         if predicates:
             pred_sql = f" AND g.predicate IN ({marks(len(predicates))})"
             pred_params = list(predicates)
-        if libraries is not None:
-            pred_sql += f" AND l.name IN ({marks(len(libraries))})"
-            pred_params += list(libraries)
+        shown = self._shown(libraries)
+        if shown is not None:
+            pred_sql += f" AND l.name IN ({marks(len(shown))})"
+            pred_params += shown
         for part in batched(list(keys), 200):
             for column in ("subject", "object"):
                 edges = self._edge_rows(
@@ -285,16 +286,35 @@ class GraphRepo:
         )
 
     def _edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
-        return self.db.records(EdgeRow, EDGE_SELECT + where, params, json_columns=("props",))
+        rows = self.db.records(EdgeRow, EDGE_SELECT + where, params, json_columns=("props",))
+        return [e for e in rows if self.db.shown(e.library)]
+
+    def _shown(self, libraries: Sequence[str] | None) -> list[str] | None:
+        """The libraries whose edges a read returns: those asked for, within those the
+        current call may see (None: every one)."""
+        if self.db.visible is None:
+            return None if libraries is None else list(libraries)
+        if libraries is None:
+            return sorted(self.db.visible)
+        return [name for name in libraries if name in self.db.visible]
 
     def alias_targets(self, keys: Sequence[str]) -> dict[str, str]:
-        """The canonical entity of each alias key among ``keys`` (smallest, if several)."""
+        """The canonical entity of each alias key among ``keys`` (smallest, if several), by
+        the alias edges the current call may see."""
         out: dict[str, str] = {}
         for part in batched(list(keys)):
+            shown = self._shown(None)
+            within = (
+                ""
+                if shown is None
+                else (
+                    f" AND library_id IN (SELECT id FROM library WHERE name IN ({marks(len(shown))}))"
+                )
+            )
             rows = self.db.rows(
                 f"SELECT subject, min(object) FROM edge WHERE subject IN ({marks(len(part))}) "
-                f"AND predicate = ? AND root = '{INFO_ROOT}' GROUP BY subject",
-                [*part, ALIAS_OF],
+                f"AND predicate = ? AND root = '{INFO_ROOT}'{within} GROUP BY subject",
+                [*part, ALIAS_OF, *(shown or [])],
             )
             out.update((str(a), str(b)) for a, b in rows)
         return out

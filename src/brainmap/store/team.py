@@ -204,6 +204,12 @@ class TeamRepo:
         )
         return found[0] if found else None
 
+    def token_by_id(self, token_id: int) -> TokenRow | None:
+        found = self.db.records(
+            TokenRow, f"SELECT {_TOKEN_COLUMNS} FROM token WHERE id = ?", (token_id,)
+        )
+        return found[0] if found else None
+
     def revoke_token(self, token_id: int, at: str) -> TokenRow | None:
         """Revoke a token (its row stays, for the log); None when there is no such token."""
         with self.db.write():
@@ -211,10 +217,7 @@ class TeamRepo:
                 "UPDATE token SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (at, token_id),
             )
-            found = self.db.records(
-                TokenRow, f"SELECT {_TOKEN_COLUMNS} FROM token WHERE id = ?", (token_id,)
-            )
-        return found[0] if found else None
+        return self.token_by_id(token_id)
 
     def touch_token(self, token_id: int, at: str) -> None:
         with self.db.write():
