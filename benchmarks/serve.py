@@ -13,6 +13,11 @@ Under load, 8 clients search for ``--seconds``, three times over:
 - ``saving``: as ``loaded`` while a ninth client saves a new note (POST /save) every second;
   each save writes a file, indexes and embeds it and changes the vector matrix;
 - ``fresh``: queries the server has not seen, so every request embeds its query.
+
+``--rounds N`` then runs ``loaded`` and ``saving`` N more times, alternating on the same
+server, and reports each round's p95 and the median of ``saving p95 / loaded p95`` over the
+rounds: the cost of a save a second to the searches, as a ratio measured in one run (the
+machine's drift weighs on both sides of each pair alike).
 """
 
 from __future__ import annotations
@@ -155,6 +160,9 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=400)
     parser.add_argument("--home", type=Path, help="build the home here once and reuse it")
     parser.add_argument("--no-mcp", action="store_true", help="skip the MCP latency run")
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="then alternate loaded and saving this many times"
+    )
     args = parser.parse_args()
 
     home = build_home(args.sample, args.home)
@@ -183,6 +191,11 @@ def main() -> None:
             url, queries, clients=8, seconds=args.seconds, save_every=1.0
         )
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
+        pairs = []
+        for _ in range(args.rounds):
+            _, quiet, _ = throughput(url, queries, clients=8, seconds=args.seconds)
+            _, busy, _ = throughput(url, queries, clients=8, seconds=args.seconds, save_every=1.0)
+            pairs.append((percentile(quiet, 0.95), percentile(busy, 0.95)))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -212,6 +225,10 @@ def main() -> None:
         "saves": len(saves),
         "save_p50_ms": ms(statistics.median(saves)) if saves else None,
     }
+    if pairs:
+        result["rounds_loaded_p95_ms"] = [ms(a) for a, _ in pairs]
+        result["rounds_saving_p95_ms"] = [ms(b) for _, b in pairs]
+        result["saving_over_loaded_p95"] = round(statistics.median(b / a for a, b in pairs), 3)
     print(json.dumps(result))
 
 

@@ -285,12 +285,14 @@ def test_routing_picks_the_libraries_nearest_the_query(home: Path, tmp_path: Pat
     # the embedding pass gives the blocks their vectors, without new blocks
     assert ops.reindex(brain, ops.ReindexInput()).map == []
     rows = {r.library: r for r in brain.store.maps.blocks()}
-    assert rows["cooking"].centroid_n == 2 and rows["cooking"].vec is not None
+    # routed by its centroid, a library needs no sentence vector (none is embedded); one
+    # without chunk vectors is placed by its sentence
+    assert rows["cooking"].centroid_n == 2 and rows["cooking"].vec is None
     assert rows["brain"].centroid is None and rows["brain"].vec is not None
-    ops.gc(brain, ops.NoInput())  # keeps the sentences' vectors in the cache
+    ops.gc(brain, ops.NoInput())  # keeps the sentence's vector in the cache
     cache = VectorCache(brain.cfg.cache_path)
     hashes = [libmap.sentence_hash(b) for b in libmap.blocks(brain.store)]
-    assert len(cache.get_many(brain.searcher.model, hashes)) == 4
+    assert len(cache.get_many(brain.searcher.model, hashes)) == 1
     cache.close()
     brain.cfg.map.route_above = 8
     assert ops.search(brain, ops.SearchInput(query="boil pasta")).routed is None  # 4 <= 8

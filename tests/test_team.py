@@ -502,3 +502,47 @@ def test_nothing_of_a_library_out_of_sight_shows_through_another(
     log = ops.write_log(ops.Brain(team_server["home"]),
                         ops.WriteLogInput(user="alice")).writes  # fmt: skip
     assert any(w.op == "collect" and w.outcome == "refused" for w in log)
+
+
+def test_a_second_attack_finds_nothing_more(team_server: dict[str, Any], home: Path) -> None:
+    """What a second outside attack found: a removed user's sign-in came back as the user
+    whose token got its number; a scoped admin's reindex named another library; a word only
+    another library holds changed a hit's match; an unknown library's error listed them all."""
+    url, tokens = team_server["url"], team_server["tokens"]
+    alice = _as(tokens["alice"])
+    brain = ops.Brain(home)
+    ops.user_add(brain, ops.UserAddInput(name="mallory", role="read", library=["example"]))
+    mallory = ops.token_create(brain, ops.TokenCreateInput(name="mallory"))
+    with _signed_in(url, mallory.token) as session:
+        assert session.get("/").status_code == 200
+        ops.user_remove(brain, ops.UserInput(name="mallory"))
+        again = ops.token_create(brain, ops.TokenCreateInput(name="carol", label="new laptop"))
+        assert again.id != mallory.id  # a token's number is never given twice
+        deadline = time.monotonic() + 10
+        while session.get("/").status_code != 303:
+            assert time.monotonic() < deadline, "a removed user's sign-in kept working"
+            time.sleep(0.2)
+    with httpx.Client(base_url=url, timeout=60) as http:
+        # a word only brain holds weighs as a made-up word does in alice's search
+        held = http.get("/search", params={"query": "compose ports zurich"}, headers=alice)
+        made_up = http.get("/search", params={"query": "compose ports zqxjvw"}, headers=alice)
+        assert held.json()["hits"][0]["coverage"] == made_up.json()["hits"][0]["coverage"]
+        assert held.json()["match"] == made_up.json()["match"]
+        # an admin of example only: the report names no other library
+        ops.user_add(brain, ops.UserAddInput(name="eve", role="admin", library=["example"]))
+        eve = _as(ops.token_create(brain, ops.TokenCreateInput(name="eve")).token)
+        write(Path(team_server["home"]).parent / "library" / "probe.md",
+              "# Probe\n\nAbout [[Zebra Vault]] and the key rotation runbook.\n")  # fmt: skip
+        report = http.post("/reindex", json={"embed": False}, headers=eve).json()
+        assert [lib["library"] for lib in report["libraries"]] == ["example"]
+        assert "brain" not in json.dumps({k: report[k] for k in ("map", "facts_paired", "rollups")})
+        recomputed = http.post("/map/recompute", params={"library": "example"}, headers=eve)
+        assert "brain" not in recomputed.text
+        # a library granted but not there is unknown, in words that list no other
+        ops.user_grant(brain, ops.GrantInput(name="alice", role="read", library=["ghost"]))
+        time.sleep(2.5)  # the server reads roles again every two seconds
+        for path in ("/search?query=x&library=ghost", "/map?library=ghost", "/map/ghost"):
+            unknown = http.get(path, headers=alice)
+            detail = unknown.json()["detail"]
+            assert unknown.status_code == 404 and detail == "no library named 'ghost'", path
+    brain.close()

@@ -66,6 +66,11 @@ def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) ->
     return chosen if held >= at_least and len(chosen) < len(terms) else []
 
 
+#: Terms in at most this many chunks are checked against a team user's libraries (a check
+#: per term; the figures of more frequent terms are the whole index's)
+VIEW_CHECKED_DF = 1000
+
+
 def idf(df: int, total: int) -> float:
     """BM25's inverse document frequency; a word found nowhere weighs the most."""
     return math.log((total - df + 0.5) / (df + 0.5) + 1.0)
@@ -103,6 +108,7 @@ class QueryAnalyser:
             list(dict.fromkeys([*candidates, *(f for fs in forms_of_word.values() for f in fs)])),
         )
         total = max(total, 1)
+        freqs = self._in_view(freqs)
         present = [t for t in candidates if freqs[t]]
         limit = common_above(total, self.cfg.search.df_prune)
         keep = [t for t in present if freqs[t] <= limit]
@@ -123,6 +129,19 @@ class QueryAnalyser:
             known=any(freqs.get(f) for _, forms, _ in weighed for f in forms),
             function_words_only=all(is_stopword(w) for w in weighed_words),
         )
+
+    def _in_view(self, freqs: dict[str, int]) -> dict[str, int]:
+        """The frequencies as a call that sees only some libraries may know them: a rare
+        term none of its libraries holds is found nowhere, as a made-up word is (else its
+        weight, the match level and the terms kept would tell a team's user whether another
+        library holds, say, a password). Frequent terms keep the whole index's figures."""
+        visible = self.store.db.visible
+        rare = [t for t, n in freqs.items() if 0 < n <= VIEW_CHECKED_DF]
+        if visible is None or not rare:
+            return freqs
+        ids = list(self.store.entries.library_ids(visible).values())
+        held = self.store.entries.held_by(rare, ids)
+        return {t: (0 if t in rare and t not in held else n) for t, n in freqs.items()}
 
     def languages(self, query: str) -> tuple[str, ...]:
         """The languages a query's words are stemmed in: the index's main ones (those of at

@@ -5,11 +5,13 @@ page, else of its most central entry), its top entities by graph degree, its rel
 (how many edges of each predicate), the bridges (entities other libraries mention too), its
 size and git HEAD. Blocks are computed from the index only; a recompute writes a new active
 block and supersedes the old one in one transaction, and only when the content changed.
-Each block also keeps two vectors: its sentence ("{library}: {narrative}. Core: {entities}"),
-embedded, and the centroid of its library's chunk vectors. Search routes by the centroid
-(the sentence where there is none), through :class:`Router`: on tldr split by language and
-platform the centroid put the query's library among the 3 picked for 96% of queries, the
-sentence for 28% (benchmarks/routing.py).
+Each block also keeps a routing vector: the centroid of its library's chunk vectors, or, for
+a library without any, its sentence ("{library}: {narrative}. Core: {entities}") embedded.
+Search routes by the centroids (by the sentences only where no library has a centroid),
+through :class:`Router`: on tldr split by language and platform the centroid put the
+query's library among the 3 picked for 96% of queries, the sentence for 28%
+(benchmarks/routing.py). A block with a centroid gets no sentence vector, which nothing would
+read: a note saved into a library then costs no second model call for its map.
 """
 
 from __future__ import annotations
@@ -348,7 +350,7 @@ def recompute(
             return computed
         block.created_at = _now()
         vectors = _vectors(cfg, store, library_id, block, embedding[0], before, exact)
-        embedding[0] = embedding[0] and vectors.sentence is not None  # down: stop trying
+        embedding[0] = embedding[0] and _embedded(vectors)
         content = json.dumps(_content(block), ensure_ascii=False)
         new.append(NewBlock(library_id, digest, state, content, block.created_at, vectors,
                             json.dumps(computed.partners), before.id if before else None))  # fmt: skip
@@ -397,7 +399,7 @@ def refresh_vectors(
 ) -> None:
     """Bring the vectors of the active blocks up to date: the centroid when the number of
     the library's chunk vectors moved by more than ``CENTROID_DRIFT`` (or the model changed),
-    the sentence when it has none (with ``embed``). The libraries in ``exact`` get their
+    the sentence of a block without centroid or sentence vector (with ``embed``). The libraries in ``exact`` get their
     centroid recomputed in any case; those in ``skip`` were just computed."""
     from brainmap.embedders import model_id_of
 
@@ -408,11 +410,17 @@ def refresh_vectors(
             continue
         current = row.model == model and _near(row.centroid_n, counts.get(row.library, 0))
         current = current and not (row.library in exact and counts.get(row.library))
-        if not current or (embed and row.vec is None):
+        if not current or (embed and row.vec is None and row.centroid is None):
             block = decode(row)
             vectors = _vectors(cfg, store, row.library_id, block, embed, row, row.library in exact)
             store.maps.set_vectors(row.id, vectors)
-            embed = embed and vectors.sentence is not None  # the embedder is down: stop trying
+            embed = embed and _embedded(vectors)
+
+
+def _embedded(vectors: MapVectors) -> bool:
+    """Whether the embedder did its part (a block with a centroid needs no sentence vector;
+    one without whose sentence got none: the embedder is down, stop trying)."""
+    return vectors.centroid is not None or vectors.sentence is not None
 
 
 def _near(before: int, now: int) -> bool:
@@ -429,10 +437,11 @@ def _vectors(
     exact: bool = False,
 ) -> MapVectors:
     """A block's vectors: the mean of its library's chunk vectors (what search routes by:
-    benchmarks/routing.py) and its embedded sentence. Unless ``exact``, the previous block's
-    centroid is kept while the number of chunk vectors stays within ``CENTROID_DRIFT`` of it:
-    a big library's mean barely moves with one saved note, and reading all its vectors takes
-    a while. Without ``embed`` the previous sentence vector is kept if the sentence is."""
+    benchmarks/routing.py), or its embedded sentence when it has none. Unless ``exact``, the
+    previous block's centroid is kept while the number of chunk vectors stays within
+    ``CENTROID_DRIFT`` of it: a big library's mean barely moves with one saved note, and
+    reading all its vectors takes a while. Without ``embed`` the previous sentence vector is
+    kept if the sentence is."""
     from brainmap.embedders import model_id_of
 
     model = model_id_of(cfg.embedder)
@@ -451,6 +460,8 @@ def _vectors(
             mean = matrix.mean(axis=0)
             norm = float(np.linalg.norm(mean))
             centroid = (mean / norm if norm else mean).astype(np.float32).tobytes()
+    if centroid is not None:  # routed by it: the sentence's vector would go unread
+        return MapVectors(model, None, centroid, count)
     sentence = _sentence_vector(cfg, block) if embed else None
     unchanged = previous is not None and decode(previous).sentence() == block.sentence()
     if sentence is None and same and unchanged and previous is not None:

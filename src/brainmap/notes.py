@@ -178,11 +178,9 @@ class Notes:
         clean_tags = list(dict.fromkeys(t for t in labels if t))
         chosen_type = (type or "").strip().lower()
         # the note's first unit as the index will embed it: the vector found here is the one
-        # indexing needs (one embedding per save, not two); embedded before the lock
-        # the model call takes a share of the CPU, as a search has
-        vector = self.searcher.embedder.passage(
-            self._first_passage(title, body), remember=True, slots=self.searcher.slots
-        )
+        # indexing needs (one embedding per save, not two); embedded before the lock, by the
+        # searches' model worker once no query waits (queryvectors)
+        vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
         asked, spent = None, None
         reasoner = self.cfg.reasoner
         if reasoner.enabled and reasoner.tags and (not clean_tags or suggest_title):
@@ -196,7 +194,7 @@ class Notes:
             if asked is not None and asked.title and asked.title != title:
                 title = asked.title
                 vector = self.searcher.embedder.passage(
-                    self._first_passage(title, body), remember=True, slots=self.searcher.slots
+                    self._first_passage(title, body), remember=True
                 )
         with self._locks(lib.name, *([old_lib.name] if old_lib else [])):
             neighbours = self.searcher.nearest(vector) if vector is not None else []

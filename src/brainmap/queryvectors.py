@@ -1,6 +1,8 @@
 """Query vectors for search: the embedder loaded on first use (a failure remembered, so that
 search goes on by BM25), recent queries cached, and the queries of concurrent searches embedded
-together in one model call.
+together in one model call. A save's passage goes through the same worker, after the queries
+waiting: the model never runs twice at once (two calls share the cores and each takes twice
+as long) and a search never waits behind a save.
 """
 
 from __future__ import annotations
@@ -8,10 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brainmap.embedders import MAX_EMBED_CHARS, EmbedderError, load_embedder, model_id_of
 from brainmap.store import VectorCache
@@ -77,26 +78,20 @@ class QueryEmbedder:
         if embedder is not None:
             query_batcher(embedder).clear()
 
-    def passage(
-        self,
-        text: str,
-        *,
-        remember: bool = False,
-        slots: AbstractContextManager[Any] | None = None,
-    ) -> np.ndarray | None:
-        """``text`` embedded as a passage, or None when the embedder is unavailable.
+    def passage(self, text: str, *, remember: bool = False) -> np.ndarray | None:
+        """``text`` embedded as a passage, or None when the embedder is unavailable: by the
+        query batcher's worker, once no query waits for it.
 
         With ``remember``, the vector goes into the vector cache under the text's hash, so
         that indexing a chunk of exactly that text (a note about to be saved) does not embed
-        it again. With ``slots``, the model call (only) runs in one of them.
+        it again.
         """
         embedder = self.load()
         if embedder is None:
             return None
         text = text[:MAX_EMBED_CHARS]
         try:
-            with slots or nullcontext():
-                vector: np.ndarray = embedder.passages([text])[0]
+            vector: np.ndarray = query_batcher(embedder).passage(text).result()
         except EmbedderError as exc:
             self._error = exc.message
             return None
@@ -119,6 +114,7 @@ class QueryBatcher:
     and embeds them in one model call, so a burst of searches costs one call instead of one
     each. With nothing queued a query is embedded at once: batching adds no wait. A failed call
     fails every query of its batch (with the model's error), and the worker carries on.
+    Passages (:meth:`passage`) wait until no query does, then go one by one.
     """
 
     def __init__(
@@ -133,6 +129,7 @@ class QueryBatcher:
         self.calls = 0  # model calls made (the tests and benchmarks read it)
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, Future[np.ndarray]] = OrderedDict()
+        self._passages: deque[tuple[str, Future[np.ndarray]]] = deque()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._worker: threading.Thread | None = None
         self._pid = 0  # the process the worker runs in (a forked child starts its own)
@@ -149,14 +146,27 @@ class QueryBatcher:
             pending = self._queue.get(text)
             if pending is None:
                 pending = self._queue[text] = Future()
-                if self._worker is None or self._pid != os.getpid():
-                    self._worker = threading.Thread(
-                        target=self._run, name="brainmap-query-batcher", daemon=True
-                    )
-                    self._pid = os.getpid()
-                    self._worker.start()
-                self._cond.notify()
+                self._wake()
             return pending
+
+    def passage(self, text: str) -> Future[np.ndarray]:
+        """A future of a passage's ``(dim,)`` vector, embedded once no query waits."""
+        with self._cond:
+            pending: Future[np.ndarray] = Future()
+            self._passages.append((text, pending))
+            self._wake()
+            return pending
+
+    def _wake(self) -> None:
+        """Start the worker (in this process) if it is not running, and wake it (under the
+        condition's lock)."""
+        if self._worker is None or self._pid != os.getpid():
+            self._worker = threading.Thread(
+                target=self._run, name="brainmap-query-batcher", daemon=True
+            )
+            self._pid = os.getpid()
+            self._worker.start()
+        self._cond.notify()
 
     def embed(self, text: str) -> np.ndarray:
         """The query's vector (raises what the model raised, e.g. :class:`EmbedderError`)."""
@@ -175,10 +185,14 @@ class QueryBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue and not self._passages:
                     self._cond.wait()
+                passage = self._passages.popleft() if not self._queue else None
                 take = min(self.max_batch, len(self._queue))
                 batch = [self._queue.popitem(last=False) for _ in range(take)]
+            if passage is not None:
+                self._embed_passage(*passage)
+                continue
             texts = [text for text, _ in batch]
             try:
                 self.calls += 1
@@ -199,6 +213,13 @@ class QueryBatcher:
                     self._cache.popitem(last=False)
             for (_, future), row in zip(batch, rows, strict=True):
                 future.set_result(row)
+
+    def _embed_passage(self, text: str, future: Future[np.ndarray]) -> None:
+        try:
+            self.calls += 1
+            future.set_result(self.embedder.passages([text])[0])
+        except Exception as exc:  # handed to the caller; the worker carries on
+            future.set_exception(exc)
 
 
 _batchers: dict[int, tuple[Embedder, QueryBatcher]] = {}

@@ -130,27 +130,31 @@ class Keys:
 
     def session(self, principal: Principal) -> str:
         """The sign-in cookie of ``principal``: which token signed in (0: the owner's) and
-        until when, signed with this server's secret. It is no token: no API takes it."""
+        until when, signed with this server's secret over those and the user's name. It is
+        no token: no API takes it."""
         body = f"{principal.token_id or 0}.{int(time.time()) + SESSION_SECONDS}"
-        return f"{body}.{self._mac(body)}"
+        return f"{body}.{self._mac(body, principal.user)}"
 
     def signed_in(self, cookie: str) -> Principal | None:
-        """Who a sign-in cookie names, while it lasts and their token still works."""
+        """Who a sign-in cookie names, while it lasts, their token still works and it is
+        still theirs."""
         token_id, _, rest = cookie.partition(".")
         until, _, mac = rest.partition(".")
-        body = f"{token_id}.{until}"
-        if not (token_id.isdigit() and until.isdigit()):
-            return None
-        if not hmac.compare_digest(mac.encode("latin-1", "replace"), self._mac(body).encode()):
-            return None
-        if int(until) < time.time():
+        if not (token_id.isdigit() and until.isdigit()) or int(until) < time.time():
             return None
         if token_id == "0":
-            return OWNER if self.token is not None else None
-        return self.team.signed_in(int(token_id)) if self.team is not None else None
+            principal = OWNER if self.token is not None else None
+        else:
+            principal = self.team.signed_in(int(token_id)) if self.team is not None else None
+        if principal is None:
+            return None
+        expected = self._mac(f"{token_id}.{until}", principal.user).encode()
+        return (
+            principal if hmac.compare_digest(mac.encode("latin-1", "replace"), expected) else None
+        )
 
-    def _mac(self, body: str) -> str:
-        return hmac.new(self._secret, body.encode(), "sha256").hexdigest()
+    def _mac(self, body: str, user: str) -> str:
+        return hmac.new(self._secret, f"{body}.{user}".encode(), "sha256").hexdigest()
 
 
 class Guard:

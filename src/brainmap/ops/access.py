@@ -122,6 +122,7 @@ def narrow(role: Role, field: str, *, index: bool = False) -> Check:
             for library in named:
                 if not who.may(role, library):
                     raise refused(who, role, library)
+                _known(brain, who, library, index)
             return inp, list(named)
         if who.may_everywhere(role):
             return inp, []
@@ -157,9 +158,18 @@ def named(role: Role, field: str, default: Callable[[Brain], str] | None = None)
             return inp, []
         if not who.may(role, library):
             raise refused(who, role, library)
+        _known(brain, who, library, index=False)
         return inp, [library]
 
     return check
+
+
+def _known(brain: Brain, who: Principal, library: str, index: bool) -> None:
+    """A library granted to a user but not (or no longer) there is unknown to them, in words
+    that list no other library (the op's own error lists every library it knows)."""
+    if who.may_everywhere(Role.READ) or library in _universe(brain, index):
+        return
+    raise UserError(f"no library named {library!r}", hint="brainmap library list", status=404)
 
 
 def on_entries(role: Role, *fields: str) -> Check:
@@ -270,6 +280,19 @@ def _blocks_shown(who: Principal, result: Any) -> Any:
     return result
 
 
+def _named_shown(*fields: str) -> Callable[[Principal, Any], Any]:
+    """An administration's report: what the after-change step did to other libraries (their
+    map blocks, their diary rollups: everybody's derived data) is not the user's to see."""
+
+    def shown(who: Principal, result: Any) -> Any:
+        for name in fields:
+            named: list[str] = getattr(result, name)
+            setattr(result, name, [n for n in named if who.may(Role.READ, n.split(":", 1)[0])])
+        return result
+
+    return shown
+
+
 def _terms_shown(who: Principal, result: Any) -> Any:
     """A search's terms are the query's words the whole index knows: to a user who reads
     only some libraries, only those their hits hold (what they could see anyway)."""
@@ -309,10 +332,12 @@ RULES: dict[str, Rule | None] = {
     "supersede": Rule(W, on_entries(W, "old", "new")),
     "verify": Rule(W, on_entries(W, "ref")),
     # administration
-    "reindex": Rule(A, narrow(A, "libraries")),
+    "reindex": Rule(A, narrow(A, "libraries"), _named_shown("map", "facts_paired", "rollups")),
     "collect": Rule(A, _collect),
     "git_import": Rule(A, narrow(A, "libraries")),
-    "map_recompute": Rule(A, named(A, "library")),
+    "map_recompute": Rule(
+        A, named(A, "library"), _named_shown("recomputed", "unchanged", "not_indexed")
+    ),
     "stats": Rule(A, everywhere(A), whole=True),
     "doctor": Rule(A, everywhere(A), whole=True),
     "usage_report": Rule(A, everywhere(A), whole=True),

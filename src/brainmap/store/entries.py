@@ -585,6 +585,21 @@ class EntryRepo:
             out.update((str(t), int(d)) for t, d in self.db.rows(sql, part))
         return out
 
+    def held_by(self, terms: Sequence[str], library_ids: Sequence[int]) -> set[str]:
+        """Those of ``terms`` (folded) that some chunk of these libraries holds."""
+        if not library_ids:
+            return set()
+        found = set()
+        for term in terms:
+            if self.db.rows(
+                "SELECT 1 FROM chunk_fts f JOIN chunk c ON c.id = f.rowid "
+                "JOIN entry e ON e.id = c.entry_id WHERE chunk_fts MATCH ? "
+                f"AND e.library_id IN ({marks(len(library_ids))}) LIMIT 1",
+                (fts_expression([term]), *library_ids),
+            ):
+                found.add(term)
+        return found
+
     def bm25(
         self,
         terms: Sequence[str],

@@ -60,7 +60,9 @@ CREATE TABLE write_log(
 CREATE INDEX write_log_at ON write_log(at);
 CREATE INDEX write_log_member ON write_log(member, at);
 """
-SQLITE_SCHEMA = _TABLES.format(key="INTEGER PRIMARY KEY")
+# AUTOINCREMENT: a token's number is never given to another (a GUI sign-in names its token
+# by number), not even after its user and their tokens were removed
+SQLITE_SCHEMA = _TABLES.format(key="INTEGER PRIMARY KEY AUTOINCREMENT")
 #: PostgreSQL: the same tables in their own schema (the migration runs with it first on the
 #: search path, as every connection to the team does)
 POSTGRES_SCHEMA = (

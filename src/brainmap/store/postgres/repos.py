@@ -15,6 +15,7 @@ from brainmap.errors import LibraryHeldElsewhere
 from brainmap.store.entries import EntryRepo
 from brainmap.store.postgres.database import clip
 from brainmap.store.records import Filters
+from brainmap.store.schema import marks as placeholders
 from brainmap.store.vectors import VectorRepo
 
 # FTS5's bm25() constants (fts5_aux.c)
@@ -87,6 +88,20 @@ class PgEntryRepo(EntryRepo):
             ([tsquery([t]) for t in terms],),
         )
         return {t: int(r[0]) for t, r in zip(terms, rows, strict=True)}
+
+    def held_by(self, terms: Sequence[str], library_ids: Sequence[int]) -> set[str]:
+        if not library_ids:
+            return set()
+        found = set()
+        for term in terms:
+            if self.db.fetch(
+                "SELECT 1 FROM chunk c JOIN entry e ON e.id = c.entry_id "
+                f"WHERE c.tsv @@ ?::tsquery AND e.library_id IN ({placeholders(len(library_ids))}) "
+                "LIMIT 1",
+                (tsquery([term]), *library_ids),
+            ):
+                found.add(term)
+        return found
 
     def bm25(
         self,
