@@ -14,10 +14,14 @@ Under load, 8 clients search for ``--seconds``, three times over:
   each save writes a file, indexes and embeds it and changes the vector matrix;
 - ``fresh``: queries the server has not seen, so every request embeds its query.
 
-``--rounds N`` then runs ``loaded`` and ``saving`` N more times, alternating on the same
-server, and reports each round's p95 and the median of ``saving p95 / loaded p95`` over the
-rounds: the cost of a save a second to the searches, as a ratio measured in one run (the
-machine's drift weighs on both sides of each pair alike).
+``--rounds N`` then runs, on the same server, one ``loaded`` round to warm the query cache
+again (the fresh run emptied it), then ``loaded`` and ``saving`` alternately: N saving rounds
+each between two loaded ones. It reports each round's p95, ``saving_over_loaded_p95`` (the
+median over the saving rounds of their p95 over the mean p95 of the loaded rounds on either
+side: the cost of a save a second to the searches, as a ratio measured in one run, the
+machine's drift weighing on both sides alike) and ``loaded_noise_p95`` (the median change of
+p95 from one loaded round to the next, the same code under the same load: what a ratio
+within it cannot tell from nothing).
 """
 
 from __future__ import annotations
@@ -191,11 +195,14 @@ def main() -> None:
             url, queries, clients=8, seconds=args.seconds, save_every=1.0
         )
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
-        pairs = []
+        quiet: list[float] = []  # loaded p95 of each round, then saving p95
+        busy: list[float] = []
+        if args.rounds:
+            throughput(url, queries, clients=8, seconds=args.seconds)  # the cache warm again
+            quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
         for _ in range(args.rounds):
-            _, quiet, _ = throughput(url, queries, clients=8, seconds=args.seconds)
-            _, busy, _ = throughput(url, queries, clients=8, seconds=args.seconds, save_every=1.0)
-            pairs.append((percentile(quiet, 0.95), percentile(busy, 0.95)))
+            busy.append(percentile(throughput(url, queries, 8, args.seconds, 1.0)[1], 0.95))
+            quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -225,10 +232,15 @@ def main() -> None:
         "saves": len(saves),
         "save_p50_ms": ms(statistics.median(saves)) if saves else None,
     }
-    if pairs:
-        result["rounds_loaded_p95_ms"] = [ms(a) for a, _ in pairs]
-        result["rounds_saving_p95_ms"] = [ms(b) for _, b in pairs]
-        result["saving_over_loaded_p95"] = round(statistics.median(b / a for a, b in pairs), 3)
+    if busy:
+        result["rounds_loaded_p95_ms"] = [ms(q) for q in quiet]
+        result["rounds_saving_p95_ms"] = [ms(b) for b in busy]
+        result["saving_over_loaded_p95"] = round(
+            statistics.median(b / ((quiet[i] + quiet[i + 1]) / 2) for i, b in enumerate(busy)), 3
+        )
+        result["loaded_noise_p95"] = round(
+            statistics.median(abs(quiet[i + 1] / quiet[i] - 1) for i in range(len(busy))), 3
+        )
     print(json.dumps(result))
 
 

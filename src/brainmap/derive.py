@@ -59,42 +59,30 @@ def after_change(
     diary rollups of completed periods.
     """
     with store.db.seeing(None):
-        return _after_change(cfg, store, libraries, embed=embed, removed=removed, rollups=rollups)
-
-
-def _after_change(
-    cfg: Config,
-    store: Store,
-    libraries: Sequence[str] | None,
-    *,
-    embed: bool = True,
-    removed: Sequence[str] = (),
-    rollups: bool = False,
-) -> Derived:
-    derived = Derived()
-    if libraries is None:
-        names = [lib.name for lib in cfg.libraries]
-    else:
-        names = [cfg.library(name).name for name in dict.fromkeys(libraries)]
-    if rollups:
-        derived.rollups = roll_up_completed(cfg, store, embed=embed)
-        written = map(EntryRef.parse, derived.rollups)
-        names += [ref.library for ref in written if ref.library not in names]
-    ids = store.entries.library_ids(names)
-    derived.facts_paired = [
-        name for name in names if name in ids and pair_library(store, ids[name])
-    ]
-    libs = [cfg.library(name) for name in names]
-    derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
-    if removed:
-        # the libraries whose bridges name a removed one lose them (their sentences stay)
-        gone = set(removed)
-        partners = [b.library for b in libmap.blocks(store) if gone & set(b.bridged_libraries)]
-        partners = [name for name in partners if name not in gone]
-        if partners:
-            report = libmap.recompute(cfg, store, partners, embed=False)
-            derived.map += [name for name in report.recomputed if name not in derived.map]
-    return derived
+        derived = Derived()
+        if libraries is None:
+            names = [lib.name for lib in cfg.libraries]
+        else:
+            names = [cfg.library(name).name for name in dict.fromkeys(libraries)]
+        if rollups:
+            derived.rollups = roll_up_completed(cfg, store, embed=embed)
+            written = map(EntryRef.parse, derived.rollups)
+            names += [ref.library for ref in written if ref.library not in names]
+        ids = store.entries.library_ids(names)
+        derived.facts_paired = [
+            name for name in names if name in ids and pair_library(store, ids[name])
+        ]
+        libs = [cfg.library(name) for name in names]
+        derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
+        if removed:
+            # the libraries whose bridges name a removed one lose them (their sentences stay)
+            gone = set(removed)
+            partners = [b.library for b in libmap.blocks(store) if gone & set(b.bridged_libraries)]
+            partners = [name for name in partners if name not in gone]
+            if partners:
+                report = libmap.recompute(cfg, store, partners, embed=False)
+                derived.map += [name for name in report.recomputed if name not in derived.map]
+        return derived
 
 
 def roll_up_completed(

@@ -345,13 +345,3 @@ class Team:
 
     def log(self, rows: Sequence[WriteRow]) -> None:
         self.repo.log(rows)
-
-    def writes(
-        self,
-        *,
-        user: str | None = None,
-        library: str | None = None,
-        since: str | None = None,
-        limit: int = 100,
-    ) -> list[WriteRow]:
-        return self.repo.writes(member=user, library=library, since=since, limit=limit)

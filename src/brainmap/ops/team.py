@@ -209,7 +209,7 @@ def write_log(brain: Brain, inp: WriteLogInput) -> WriteLog:
         if not team.exists():
             raise UserError("this brain has no team yet", hint="brainmap user add NAME")
         since = inp.since.isoformat() if inp.since else None
-        return WriteLog(team.writes(user=inp.user, library=inp.library, since=since,
-                                    limit=inp.limit))  # fmt: skip
+        return WriteLog(team.repo.writes(member=inp.user, library=inp.library, since=since,
+                                         limit=inp.limit))  # fmt: skip
     finally:
         team.close()
