@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -366,7 +365,6 @@ def test_the_write_log_filters_by_user_library_and_day(home: Path) -> None:
     shown = run_cli(home, "user", "log", "--user", "fay")
     assert "fay  http  save ops" in shown.stdout and "gus" not in shown.stdout
     brain.close()
-    assert not os.environ.get("BRAINMAP_DB")
 
 
 @contextlib.contextmanager
