@@ -544,3 +544,17 @@ def test_a_second_attack_finds_nothing_more(team_server: dict[str, Any], home: P
             detail = unknown.json()["detail"]
             assert unknown.status_code == 404 and detail == "no library named 'ghost'", path
     brain.close()
+
+
+def test_doctor_tells_the_team_and_grants_that_name_no_library(brain: ops.Brain) -> None:
+    def team_check() -> Any:
+        return next(c for c in ops.doctor(brain, ops.NoInput()).checks if c.name == "team")
+
+    assert team_check().ok and "no users" in team_check().detail
+    ops.user_add(brain, ops.UserAddInput(name="gil", role="read", library=["example"]))
+    assert team_check().ok and "1 user(s), 0 usable token(s)" in team_check().detail
+    assert team_check().items == ["gil: no usable token"]
+    ops.user_grant(brain, ops.GrantInput(name="gil", role="write", library=["exmaple"]))
+    found = team_check()
+    assert not found.ok and "gil: write on 'exmaple', which is no library" in found.items
+    assert found.fix == "fix the grant: brainmap user revoke NAME LIBRARY"

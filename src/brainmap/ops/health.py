@@ -274,7 +274,35 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
               "fix the files, or exclude them with --exclude" if skipped else None, skipped)
     )  # fmt: skip
     checks.append(_sync_check(brain))
+    checks.append(_team_check(brain))
     return DoctorReport(all(c.ok for c in checks), checks)
+
+
+def _team_check(brain: Brain) -> Check:
+    """The team of a served brain: how many users and tokens, and grants that name no
+    library (a typo, or a library since removed)."""
+    from brainmap.team import EVERY_LIBRARY, Team
+
+    team = Team(brain.cfg)
+    try:
+        if not team.active():
+            return Check("team", True, "no users: `brainmap serve` answers without tokens "
+                         "(on 127.0.0.1 only)")  # fmt: skip
+        users = team.users()
+        known = {lib.name for lib in brain.cfg.libraries}
+        known |= {row.name for row in brain.store.entries.libraries()}
+        unknown = [f"{u.name}: {role} on {library!r}, which is no library"
+                   for u in users for library, role in sorted(u.roles.items())
+                   if library != EVERY_LIBRARY and library not in known]  # fmt: skip
+        idle = [f"{u.name}: no usable token" for u in users if not u.tokens]
+        tokens = sum(u.tokens for u in users)
+        return Check("team", not unknown,
+                     f"{len(users)} user(s), {tokens} usable token(s) in {team.location}: "
+                     "`brainmap serve` asks every request for one",
+                     "fix the grant: brainmap user revoke NAME LIBRARY" if unknown else None,
+                     unknown + idle)  # fmt: skip
+    finally:
+        team.close()
 
 
 def _sync_check(brain: Brain) -> Check:
