@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from playwright.sync_api import Browser, expect
 
 from brainmap import ops
+from brainmap.errors import UserError
 from brainmap.ops.access import RULES
 from brainmap.store.team import WriteRow
 from brainmap.team import Team, digest, mint
@@ -50,6 +52,13 @@ def team_brain(brain: ops.Brain, library: Path) -> dict[str, Any]:
         "# Old rotation\n\nRotate by hand. [[Shared Thing]]\n",
     )
     ops.reindex(brain, ops.ReindexInput(libraries=["example"]))
+    # in brain only: an alias that would merge example's entity into brain's, and a code
+    # comment naming example's note
+    home = brain.home
+    write(home / "brain" / "vault-ops.md",
+          "---\naliases: [Shared Thing]\n---\n# Vault ops\n\nUnseal in order.\n")  # fmt: skip
+    write(home / "brain" / "rotate.py", "# Brain: old-rotation\nprint('rotate')\n")
+    ops.reindex(brain, ops.ReindexInput(libraries=["brain"]))
     ops.supersede(brain, ops.SupersedeInput(old="example:notes/old-rotation.md", new=saved.id))
     ops.user_add(brain, ops.UserAddInput(name="alice", role="write", library=["example"]))
     ops.user_add(brain, ops.UserAddInput(name="bob", role="read", library=["brain"]))
@@ -90,16 +99,17 @@ def test_each_user_reads_and_writes_only_what_their_roles_allow(
         assert http.get("/search", params={"query": "vault"},
                         headers=_as("bmt_" + "x" * 43)).status_code == 401  # fmt: skip
         # alice reads example only: the other library's note is nowhere to her
-        found = http.get("/search", params={"query": "vault unseal keys"}, headers=alice).json()
-        assert {h["library"] for h in found["hits"]} <= {"example"}
-        assert secret not in {h["id"] for h in found["hits"]}
+        both = "rotate the vault keys, cron timezone"  # words of both libraries' notes
+        found = http.get("/search", params={"query": both}, headers=alice).json()
+        assert found["hits"] and {h["library"] for h in found["hits"]} == {"example"}
+        seen = http.get("/search", params={"query": both, "limit": 50}, headers=carol).json()
+        assert secret in {h["id"] for h in seen["hits"]}  # there, for one who may read brain
         named = http.get("/search", params={"query": "vault", "library": "brain"}, headers=alice)
         assert named.status_code == 403 and "alice may not read library 'brain'" in named.text
         assert http.get(f"/get/{secret}", headers=alice).status_code == 404
         assert http.get(f"/neighbors?node={secret}", headers=alice).status_code == 404
-        asked = http.get("/ask", params={"question": "vault unseal keys", "web": False},
-                         headers=alice).json()  # fmt: skip
-        assert all(i["library"] == "example" for i in asked["info"])
+        asked = http.get("/ask", params={"question": both, "web": False}, headers=alice).json()
+        assert asked["info"] and {i["library"] for i in asked["info"]} == {"example"}
         libraries = http.get("/libraries", headers=alice).json()["libraries"]
         assert [lib["name"] for lib in libraries] == ["example"]
         assert [
@@ -151,7 +161,8 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
         ):
             init = await session.initialize()
             listed = {t.name for t in (await session.list_tools()).tools}
-            found = await session.call_tool("search", {"query": "vault unseal keys"})
+            query = "rotate the vault keys, cron timezone"
+            found = await session.call_tool("search", {"query": query})
             opened = await session.call_tool("get", {"ref": secret})
             wrote = await session.call_tool(
                 "save", {"title": "MCP note", "body": "x", "library": "brain"}
@@ -164,15 +175,16 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
     listed, found, opened, wrote = anyio.run(session_of, tokens["alice"])
     assert {"search", "get", "save", "ingest", "map"} <= listed
     assert not listed & {"stats", "doctor", "reindex", "collect", "git_import", "map_recompute"}
-    assert {h["library"] for h in found["hits"]} <= {"example"}
+    assert found["hits"] and {h["library"] for h in found["hits"]} == {"example"}
     assert opened.is_error and "no entry" in opened.content[0].text
     assert wrote.is_error and "may not write to library 'brain'" in wrote.content[0].text
     listed, found, opened, wrote = anyio.run(session_of, tokens["bob"])
     assert "save" not in listed and "search" in listed  # bob writes nowhere
     assert found["hits"][0]["id"] == secret and not opened.is_error
-    # no token, no session
-    with pytest.raises(Exception):  # noqa: B017  # the SDK raises its own on a 401
-        anyio.run(session_of, "bmt_" + "y" * 43)
+    # no token, no session: the guard answers before the MCP transport
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    refused = httpx.post(f"{url}/mcp", json=hello, headers=_as("bmt_" + "y" * 43))
+    assert refused.status_code == 401
 
 
 def test_a_revoked_or_expired_token_stops_working(team_server: dict[str, Any], home: Path) -> None:
@@ -445,6 +457,15 @@ def test_nothing_of_a_library_out_of_sight_shows_through_another(
         assert "Key rotation runbook" not in json.dumps(walk)
         shared = http.get("/neighbors", params={"node": "entity:shared thing"}, headers=alice)
         assert {e["library"] for e in shared.json()["edges"]} == {"example"}
+        # brain's alias does not merge the entity into brain's, for her
+        assert shared.json()["center"]["key"] == "entity:shared thing"
+        merged = http.get("/neighbors", params={"node": "entity:shared thing"}, headers=carol)
+        assert merged.json()["center"]["key"] == "entity:vault ops"
+        # brain's code comment naming example's note is not among its backlinks, for her
+        mine = http.get("/backlinks/old-rotation", headers=alice).json()
+        assert [c["library"] for c in mine["breadcrumbs"]] == []
+        theirs = http.get("/backlinks/old-rotation", headers=carol).json()
+        assert [c["library"] for c in theirs["breadcrumbs"]] == ["brain"]
         # an entry out of sight is missing in the very words of one that is not there
         for path, body in (
             ("/verify", {"ref": "REF"}),
@@ -486,7 +507,6 @@ def test_nothing_of_a_library_out_of_sight_shows_through_another(
             "title": "Vault key rotation at the Zurich office", "body": SECRET, "force": True,
             "library": "example"}).json()  # fmt: skip
         assert suggested["status"] == "saved" and "zebratag" not in suggested["tags"]
-        assert all(c["library"] == "example" for c in suggested["candidates"])
         # a file of brain is in no library, to her
         inside = http.get(f"/refs/{team_server['home']}/brain/key-rotation-runbook.md",
                           headers=alice)  # fmt: skip
@@ -558,3 +578,123 @@ def test_doctor_tells_the_team_and_grants_that_name_no_library(brain: ops.Brain)
     found = team_check()
     assert not found.ok and "gil: write on 'exmaple', which is no library" in found.items
     assert found.fix == "fix the grant: brainmap user revoke NAME LIBRARY"
+
+
+def test_a_teams_server_refuses_a_call_without_a_user(brain: ops.Brain) -> None:
+    """A call that reaches an op with no user (a transport that lost the request) is
+    refused, never run as the owner of the files."""
+    from brainmap.ops.access import PRINCIPAL, requester
+
+    team = Team(brain.cfg)
+    with pytest.raises(UserError) as refused:
+        requester({}, team, "mcp")
+    assert refused.value.status == 401
+    assert requester({}, None, "mcp") is None  # no team: no rules, the owner's server
+    principal = ops_principal("ann")
+    assert requester({PRINCIPAL: principal}, team, "http") is not None
+    team.close()
+
+
+def ops_principal(name: str) -> Any:
+    from brainmap.team import Principal, Role
+
+    return Principal(name, {"example": Role.READ}, 1)
+
+
+def test_a_write_done_stays_done_when_the_log_cannot_be_written(brain: ops.Brain) -> None:
+    from brainmap.ops.access import Requester, run
+    from brainmap.team import Principal, Role
+
+    team = Team(brain.cfg)
+    team.add_user("ann")
+    team.repo.db.execute("DROP TABLE write_log")  # the log is broken; the write must not be
+    who = Requester(Principal("ann", {"example": Role.WRITE}, 1), team, "http")
+    inp = ops.SaveInput(title="Written while the log is down", body="x", library="example")
+    result = run(ops.OPS["save"], brain, inp, "http", who)
+    assert result.status == "saved" and (brain.cfg.library("example").path / result.path).exists()
+    team.close()
+
+
+def test_the_duplicate_a_save_refuses_is_logged_as_unchanged(brain: ops.Brain) -> None:
+    from brainmap.ops.access import Requester, run
+    from brainmap.team import Principal, Role
+
+    team = Team(brain.cfg)
+    team.add_user("ann")
+    who = Requester(Principal("ann", {"example": Role.WRITE}, 1), team, "http")
+    body = "Compose port mappings are HOST:CONTAINER, and the host side comes first."
+    first = run(ops.OPS["save"], brain, ops.SaveInput(title="Port order", body=body,
+                                                     library="example"), "http", who)  # fmt: skip
+    again = run(ops.OPS["save"], brain, ops.SaveInput(title="Port order", body=body,
+                                                     library="example"), "http", who)  # fmt: skip
+    assert (first.status, again.status) == ("saved", "duplicate")
+    outcomes = [w.outcome for w in team.repo.writes(member="ann")]
+    assert outcomes == ["unchanged", "done"]  # newest first
+    team.close()
+
+
+def test_terms_only_the_hits_hold_for_a_user_who_reads_some_libraries(
+    team_brain: dict[str, Any], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terms of a search are cut to what the hits hold even for a word too frequent to
+    be checked against the user's libraries one by one (no word here is: the check is off)."""
+    from brainmap import ftsquery
+    from brainmap.ops.access import Requester, run
+    from brainmap.team import Principal, Role
+
+    monkeypatch.setattr(ftsquery, "VIEW_CHECKED_DF", 0)
+    brain = ops.Brain(home)
+    team = Team(brain.cfg)
+    who = Requester(Principal("alice", {"example": Role.READ}, 1), team, "http")
+    inp = ops.SearchInput(query="zurich cron timezone", mode="bm25")
+    result = run(ops.OPS["search"], brain, inp, "http", who)
+    assert result.hits and "zurich" not in result.terms and "cron" in result.terms
+    assert "zurich" in run(ops.OPS["search"], brain, inp, "http", None).terms  # the owner's
+    team.close()
+    brain.close()
+
+
+def test_two_users_at_once_keep_to_their_own_views(team_server: dict[str, Any]) -> None:
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+    leaks: list[str] = []
+
+    def searches(token: str, may_see_secret: bool) -> None:
+        with httpx.Client(base_url=url, timeout=60, headers=_as(token)) as http:
+            for _ in range(15):
+                hits = http.get("/search", params={"query": "vault unseal keys rotate"}).json()
+                ids = {h["id"] for h in hits["hits"]}
+                if (secret in ids) != may_see_secret:
+                    leaks.append(token[:8])
+
+    threads = [threading.Thread(target=searches, args=(tokens["alice"], False)) for _ in range(3)]
+    threads += [threading.Thread(target=searches, args=(tokens["bob"], True)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert leaks == []
+
+
+def test_cookies_of_other_sites_and_malformed_sign_ins(team_server: dict[str, Any]) -> None:
+    url, tokens = team_server["url"], team_server["tokens"]
+    with _signed_in(url, tokens["alice"]) as browser:
+        session = browser.cookies["brainmap_session"]
+        # another app on the same host name keeps a cookie the standard library cannot read
+        raw = f'other={{"x": 1}}; brainmap_session={session}'
+        assert httpx.get(f"{url}/", headers={"cookie": raw}).status_code == 200
+    for bad in ("9" * 30 + ".9999999999." + "a" * 64, "1." + "9" * 5000 + ".abc", "..", "1.2"):
+        answer = httpx.get(f"{url}/", cookies={"brainmap_session": bad})
+        assert answer.status_code == 303, bad  # sent to sign in, never a 500
+
+
+def test_team_commands_leave_nothing_behind_when_they_fail(home: Path) -> None:
+    gone = run_cli(home, "user", "remove", "bob", check=False)
+    assert gone.returncode == 1 and "no team yet" in gone.stderr
+    assert not (home / "team.db").exists()
+    bad = run_cli(home, "user", "add", "ann", "--role", "write", "--library", "bad name!",
+                  check=False)  # fmt: skip
+    assert bad.returncode == 1 and "invalid library name" in bad.stderr
+    assert not (home / "team.db").exists()  # no user without the role asked for
+    run_cli(home, "user", "add", "ann", "--role", "read")
+    far = run_cli(home, "token", "create", "ann", "--expires", "9999y", check=False)
+    assert far.returncode == 1 and "up to 100y" in far.stderr and "Traceback" not in far.stderr

@@ -83,6 +83,8 @@ class QueryAnalyser:
         self.cfg = cfg
         self.store = store
         self.stats = stats or TermStats()
+        # (text generation, view) -> whether the view holds each rare term checked
+        self._held: tuple[tuple[int, frozenset[str]] | None, dict[str, bool]] = (None, {})
 
     def analyse(self, query: str) -> QueryAnalysis:
         """A query's terms (its phrases, informative terms and their stems, any of which
@@ -134,14 +136,22 @@ class QueryAnalyser:
         """The frequencies as a call that sees only some libraries may know them: a rare
         term none of its libraries holds is found nowhere, as a made-up word is (else its
         weight, the match level and the terms kept would tell a team's user whether another
-        library holds, say, a password). Frequent terms keep the whole index's figures."""
+        library holds, say, a password). Frequent terms keep the whole index's figures.
+        What was checked is kept for the view until the full text changes."""
         visible = self.store.db.visible
-        rare = [t for t, n in freqs.items() if 0 < n <= VIEW_CHECKED_DF]
+        rare = {t for t, n in freqs.items() if 0 < n <= VIEW_CHECKED_DF}
         if visible is None or not rare:
             return freqs
-        ids = list(self.store.entries.library_ids(visible).values())
-        held = self.store.entries.held_by(rare, ids)
-        return {t: (0 if t in rare and t not in held else n) for t, n in freqs.items()}
+        key = (self.store.entries.text_generation(), visible)
+        if self._held[0] != key:
+            self._held = (key, {})
+        held = self._held[1]
+        unchecked = [t for t in rare if t not in held]
+        if unchecked:
+            ids = list(self.store.entries.library_ids(visible).values())
+            found = self.store.entries.held_by(unchecked, ids)
+            held.update((t, t in found) for t in unchecked)
+        return {t: (0 if t in rare and not held[t] else n) for t, n in freqs.items()}
 
     def languages(self, query: str) -> tuple[str, ...]:
         """The languages a query's words are stemmed in: the index's main ones (those of at

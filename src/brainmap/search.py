@@ -277,7 +277,7 @@ class Searcher:
         behind = [
             n
             for n in self.store.entries.behind_analyzer(ANALYZER_VERSION)
-            if n in configured and self.store.db.shown(n)
+            if n in configured and self.store.db.sees(n)
         ]
         if behind:
             result.warnings.append(

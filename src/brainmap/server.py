@@ -64,6 +64,7 @@ _TOKEN = re.compile(r"[\x21-\x7e]+")  # what a client can send after "Bearer "
 PROBLEM = "application/problem+json"
 JSON = "application/json"
 _UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+_SESSION = re.compile(r"[0-9]{1,18}\.[0-9]{1,12}\.[0-9a-f]{64}")  # token number, until, MAC
 PageError = Callable[[int, str, str | None], Response]  # the GUI's HTML error page
 
 
@@ -118,15 +119,23 @@ class Keys:
     def principal(self, given: str) -> Principal | None:
         """Who a token belongs to: the owner, a user of the team, or nobody. Without a team,
         the owner's token is all there is and no rules apply."""
+        if self._is_owner(given):
+            return OWNER
+        return self.team.authenticate(given) if self.team is not None else None
+
+    def known(self, given: str) -> Principal | None:
+        """Who a token belongs to when that needs no database (the owner's token, or one
+        checked in the last seconds): the guard then answers without a worker thread."""
+        if self._is_owner(given):
+            return OWNER
+        return self.team.cached(given) if self.team is not None else None
+
+    def _is_owner(self, given: str) -> bool:
         try:  # compare bytes: compare_digest refuses non-ASCII str
             sent = given.encode("latin-1")
         except UnicodeEncodeError:  # no token of ours has such a character
-            return None
-        if self.token is not None and hmac.compare_digest(sent, self.token):
-            return OWNER
-        if self.team is None:
-            return None
-        return self.team.authenticate(given)
+            return False
+        return self.token is not None and hmac.compare_digest(sent, self.token)
 
     def session(self, principal: Principal) -> str:
         """The sign-in cookie of ``principal``: which token signed in (0: the owner's) and
@@ -138,9 +147,10 @@ class Keys:
     def signed_in(self, cookie: str) -> Principal | None:
         """Who a sign-in cookie names, while it lasts, their token still works and it is
         still theirs."""
-        token_id, _, rest = cookie.partition(".")
-        until, _, mac = rest.partition(".")
-        if not (token_id.isdigit() and until.isdigit()) or int(until) < time.time():
+        if not _SESSION.fullmatch(cookie):
+            return None
+        token_id, until, mac = cookie.split(".")
+        if int(until) < time.time():
             return None
         if token_id == "0":
             principal = OWNER if self.token is not None else None
@@ -258,10 +268,17 @@ class Guard:
         given = bearer(headers)
         signed = cookie(headers, SESSION_COOKIE) if given is None and is_page(path) else None
         principal = None
-        if given is not None:
-            principal = await anyio.to_thread.run_sync(self.keys.principal, given)
-        elif signed is not None:
-            principal = await anyio.to_thread.run_sync(self.keys.signed_in, signed)
+        try:
+            if given is not None:
+                principal = self.keys.known(given)  # the owner's, or seen in the last seconds
+                if principal is None:
+                    principal = await anyio.to_thread.run_sync(self.keys.principal, given)
+            elif signed is not None:
+                principal = await anyio.to_thread.run_sync(self.keys.signed_in, signed)
+        except Exception:  # the team's database: busy, gone, unreachable
+            log.exception("could not check a token")
+            return self._for(scope, problem(503, "the team's tokens cannot be checked now",
+                                            "try again in a moment"))  # fmt: skip
         if principal is not None:
             if self.keys.team is not None:
                 scope[PRINCIPAL] = principal
@@ -301,16 +318,11 @@ def bearer(headers: dict[str, str]) -> str | None:
 
 
 def cookie(headers: dict[str, str], name: str) -> str | None:
-    """The value of cookie ``name`` (a malformed header has none)."""
-    from http.cookies import CookieError, SimpleCookie
+    """The value of cookie ``name`` (another site's cookies on the same host, whatever they
+    hold, do not hide it)."""
+    from starlette.requests import cookie_parser
 
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(headers.get("cookie", ""))
-    except CookieError:
-        return None
-    found = jar.get(name)
-    return found.value if found is not None and found.value else None
+    return cookie_parser(headers.get("cookie", "")).get(name) or None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -17,7 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from brainmap.config import Config, check_library_name
@@ -32,6 +32,7 @@ TOUCH_SECONDS = 60.0  # a token's last use is written at most this often
 _USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 _DURATION = re.compile(r"([0-9]{1,5}) ?([dwmy])")
 _DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+MAX_DAYS = 36_500  # a token's life at most (a date beyond year 9999 does not exist)
 
 
 class Role(enum.IntEnum):
@@ -117,7 +118,12 @@ class TokenInfo:
     expires_at: str | None
     last_used_at: str | None
     revoked_at: str | None
-    state: str = field(default="active")  # active, expired or revoked
+    state: str  # active, expired or revoked
+
+
+def _info(row: TokenRow, at: str) -> TokenInfo:
+    return TokenInfo(row.id, row.member, row.label, row.created_at, row.expires_at,
+                     row.last_used_at, row.revoked_at, token_state(row, at))  # fmt: skip
 
 
 def mint() -> str:
@@ -138,11 +144,13 @@ def now() -> str:
 def parse_duration(text: str) -> dt.timedelta:
     """``90d``, ``12w``, ``6m``, ``1y`` as a length of time (a month is 30 days)."""
     match = _DURATION.fullmatch(text.strip().lower())
-    if match is None or int(match.group(1)) == 0:
+    days = int(match.group(1)) * _DAYS[match.group(2)] if match else 0
+    if not 0 < days <= MAX_DAYS:
         raise UserError(
-            f"not a duration: {text!r}", hint="a number and d, w, m or y, such as 90d or 1y"
+            f"not a duration: {text!r}",
+            hint="a number and d, w, m or y, such as 90d or 1y, up to 100y",
         )
-    return dt.timedelta(days=int(match.group(1)) * _DAYS[match.group(2)])
+    return dt.timedelta(days=days)
 
 
 def check_user_name(name: str) -> None:
@@ -152,6 +160,13 @@ def check_user_name(name: str) -> None:
             hint="use letters, digits, '.', '_', '@', '+' or '-' (up to 64, starting with a "
             "letter or digit)",
         )
+
+
+def check_libraries(libraries: Iterable[str]) -> None:
+    """Refuse a grant on a name that cannot be a library's (``*`` is every library)."""
+    for library in libraries:
+        if library != EVERY_LIBRARY:
+            check_library_name(library)
 
 
 def token_state(row: TokenRow, at: str) -> str:
@@ -203,6 +218,12 @@ class Team:
                 self._repo.close()
                 self._repo = None
 
+    def __enter__(self) -> Team:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def location(self) -> str:
         """Where the team lives, as shown to people."""
@@ -225,6 +246,7 @@ class Team:
                             status=409)  # fmt: skip
 
     def remove_user(self, name: str) -> None:
+        self._made()
         if not self.repo.remove_member(name):
             raise self._no_user(name)
         self._forget()
@@ -245,11 +267,9 @@ class Team:
 
     def grant(self, name: str, role: Role, libraries: Sequence[str]) -> list[str]:
         """Give ``name`` ``role`` on ``libraries`` (none: every library); the libraries."""
-        self._known(name)
         targets = list(dict.fromkeys(libraries)) or [EVERY_LIBRARY]
-        for library in targets:
-            if library != EVERY_LIBRARY:
-                check_library_name(library)
+        check_libraries(targets)
+        self._known(name)
         at = now()
         for library in targets:
             self.repo.grant(name, library, role.label, at)
@@ -280,25 +300,30 @@ class Team:
         if name is not None:
             self._known(name)
         at = now()
-        return [
-            TokenInfo(t.id, t.member, t.label, t.created_at, t.expires_at, t.last_used_at,
-                      t.revoked_at, token_state(t, at))
-            for t in self.repo.tokens(name)
-        ]  # fmt: skip
+        return [_info(t, at) for t in self.repo.tokens(name)]
 
     def revoke_token(self, token_id: int) -> TokenInfo:
+        self._made()
         row = self.repo.revoke_token(token_id, now())
         if row is None:
             raise UserError(f"no token {token_id}", hint="brainmap token list", status=404)
         self._forget()
-        return TokenInfo(row.id, row.member, row.label, row.created_at, row.expires_at,
-                         row.last_used_at, row.revoked_at, token_state(row, now()))  # fmt: skip
+        return _info(row, now())
 
     def authenticate(self, token: str) -> Principal | None:
         """The user a token belongs to, with their roles; None for a token that is unknown,
         revoked or expired. What was read is trusted for :data:`CACHE_SECONDS`."""
         key = digest(token)
         return self._cached(key, lambda: self.repo.token_by_digest(key))
+
+    def cached(self, token: str) -> Principal | None:
+        """The user :meth:`authenticate` found for this token in the last
+        :data:`CACHE_SECONDS`, if it did (None: ask it)."""
+        with self._lock:
+            seen = self._seen.get(digest(token))
+        if seen is not None and time.monotonic() - seen[0] < CACHE_SECONDS:
+            return seen[1]
+        return None
 
     def signed_in(self, token_id: int) -> Principal | None:
         """The user of the token numbered ``token_id`` (a GUI sign-in names its token by
@@ -334,8 +359,14 @@ class Team:
             self._seen.clear()
 
     def _known(self, name: str) -> None:
+        self._made()
         if name not in {m.name for m in self.repo.members()}:
             raise self._no_user(name)
+
+    def _made(self) -> None:
+        """Refuse to change a team that was never made (and make none to find out)."""
+        if self._repo is None and not self.exists():
+            raise UserError("this brain has no team yet", hint="brainmap user add NAME")
 
     @staticmethod
     def _no_user(name: str) -> UserError:

@@ -64,10 +64,10 @@ def serve(
 
     check_token(token)  # before the model loads: a token that cannot work is a quick answer
     brain = open_brain()
-    team: Team | None = Team(brain.cfg)
-    if team is not None and not team.active():
-        team.close()
-        team = None
+    opened = Team(brain.cfg)
+    team = opened if opened.active() else None  # users added later count from the next start
+    if team is None:
+        opened.close()
     brain.searcher.embedder.load()  # load the model before the first request
 
     def ready(url: str) -> None:

@@ -172,8 +172,9 @@ def user_log(
     who: str | None, library: str | None, since: dt.datetime | None, limit: int, json_out: bool
 ) -> None:
     """Who wrote what through a served brain, newest first: every write a user asked for
-    (save, ingest, supersede, verify, reindex, collect, git-import, map recompute), done,
-    refused or failed, a line per library it touched.
+    (save, ingest, supersede, verify, reindex, collect, git-import, map recompute): done,
+    unchanged (a near-duplicate the save refused), refused or failed, a line per library it
+    touched.
 
     \b
     Examples:
@@ -191,7 +192,7 @@ def user_log(
     if not found.writes:
         click.echo("no writes logged")
         return None
-    colour = {"done": "green", "refused": "red", "failed": "yellow"}
+    colour = {"done": "green", "unchanged": "blue", "refused": "red", "failed": "yellow"}
     for row in found.writes:
         where = f" {row.library}" if row.library else ""
         what = f" {one_line(row.target)}" if row.target else ""

@@ -71,6 +71,12 @@ def routes(site: Site) -> list[Route]:
         return login_page(site, safe_next(request.query_params.get("next")))
 
     async def sign_in(request: Request) -> Response:
+        try:
+            return await _sign_in(request)
+        except Exception as exc:  # a busy or unreachable team database: an error page
+            return site.failure(exc)
+
+    async def _sign_in(request: Request) -> Response:
         form = await _form(request)
         if form is None:
             return site.error_page(400, "The form could not be read.")

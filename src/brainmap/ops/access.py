@@ -15,12 +15,13 @@ not exist for it, so each op answers as it does for what is missing (the same 40
 empty list) and no answer differs by what lies out of sight. Listings of the configured
 libraries (the libraries, the map) are cut to the user's.
 
-Every write a user asks for, whether done, refused or failed, is a line of the team's write
+Every write a user asks for (done, unchanged, refused or failed) is a line of the team's write
 log (``brainmap user log``), one per library it touched.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,8 @@ __all__ = [
     "run",
 ]
 
+log = logging.getLogger("brainmap.access")
+
 #: Where ``brainmap serve``'s guard leaves a request's user in the ASGI scope
 PRINCIPAL = "brainmap.principal"
 
@@ -64,10 +67,13 @@ class Requester:
 
 def requester(scope: Mapping[str, Any], team: Team | None, interface: str) -> Requester | None:
     """The team's user an HTTP request (its ASGI scope) comes from, as the rules take them;
-    None when the server has no team: then no rule applies."""
-    principal = scope.get(PRINCIPAL)
-    if team is None or not isinstance(principal, Principal):
+    None when the server has no team: then no rule applies. A team's server refuses a
+    request that carries no user (it would otherwise run as the owner of the files)."""
+    if team is None:
         return None
+    principal = scope.get(PRINCIPAL)
+    if not isinstance(principal, Principal):
+        raise UserError("this request carries no user of the team", status=401)
     return Requester(principal, team, interface)
 
 
@@ -83,7 +89,7 @@ class Rule:
 
     role: Role
     check: Check
-    shown: Callable[[Principal, Any], Any] | None = None
+    cut: Callable[[Principal, Any], Any] | None = None  # the output, cut to what they may see
     whole: bool = False  # it describes the whole brain: the role is needed on '*'
 
 
@@ -269,31 +275,31 @@ def _collect(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, l
 # --- what a listing of the configured libraries shows -----------------------------------------
 
 
-def _libraries_shown(who: Principal, result: Any) -> Any:
+def _cut_libraries(who: Principal, result: Any) -> Any:
     result.libraries = [lib for lib in result.libraries if who.may(Role.READ, lib.name)]
     return result
 
 
-def _blocks_shown(who: Principal, result: Any) -> Any:
+def _cut_blocks(who: Principal, result: Any) -> Any:
     result.libraries = [name for name in result.libraries if who.may(Role.READ, name)]
     result.blocks = [b for b in result.blocks if who.may(Role.READ, b.library)]
     return result
 
 
-def _named_shown(*fields: str) -> Callable[[Principal, Any], Any]:
+def _cut_reports(*fields: str) -> Callable[[Principal, Any], Any]:
     """An administration's report: what the after-change step did to other libraries (their
     map blocks, their diary rollups: everybody's derived data) is not the user's to see."""
 
-    def shown(who: Principal, result: Any) -> Any:
+    def cut(who: Principal, result: Any) -> Any:
         for name in fields:
-            named: list[str] = getattr(result, name)
-            setattr(result, name, [n for n in named if who.may(Role.READ, n.split(":", 1)[0])])
+            listed: list[str] = getattr(result, name)
+            setattr(result, name, [n for n in listed if who.may(Role.READ, n.split(":", 1)[0])])
         return result
 
-    return shown
+    return cut
 
 
-def _terms_shown(who: Principal, result: Any) -> Any:
+def _cut_terms(who: Principal, result: Any) -> Any:
     """A search's terms are the query's words the whole index knows: to a user who reads
     only some libraries, only those their hits hold (what they could see anyway)."""
     if who.may_everywhere(Role.READ):
@@ -310,7 +316,7 @@ R, W, A = Role.READ, Role.WRITE, Role.ADMIN
 #: Every op's rule; None: the CLI only (it runs as the owner of the files, not as a user)
 RULES: dict[str, Rule | None] = {
     # reads
-    "search": Rule(R, narrow(R, "library", index=True), _terms_shown),
+    "search": Rule(R, narrow(R, "library", index=True), _cut_terms),
     "ask": Rule(R, narrow(R, "library", index=True)),
     "neighbors": Rule(R, narrow(R, "library", index=True)),
     "audit": Rule(R, narrow(R, "library")),
@@ -324,19 +330,19 @@ RULES: dict[str, Rule | None] = {
     "diary_text": Rule(R, fixed(R, _diary_library)),
     "refs": Rule(R, _refs_file),
     "backlinks": Rule(R, both()),
-    "library_list": Rule(R, both(), _libraries_shown),
-    "map_blocks": Rule(R, both(), _blocks_shown),
+    "library_list": Rule(R, both(), _cut_libraries),
+    "map_blocks": Rule(R, both(), _cut_blocks),
     # writes
     "save": Rule(W, _save),
     "ingest": Rule(W, named(W, "library", _save_library)),
     "supersede": Rule(W, on_entries(W, "old", "new")),
     "verify": Rule(W, on_entries(W, "ref")),
     # administration
-    "reindex": Rule(A, narrow(A, "libraries"), _named_shown("map", "facts_paired", "rollups")),
+    "reindex": Rule(A, narrow(A, "libraries"), _cut_reports("map", "facts_paired", "rollups")),
     "collect": Rule(A, _collect),
     "git_import": Rule(A, narrow(A, "libraries")),
     "map_recompute": Rule(
-        A, named(A, "library"), _named_shown("recomputed", "unchanged", "not_indexed")
+        A, named(A, "library"), _cut_reports("recomputed", "unchanged", "not_indexed")
     ),
     "stats": Rule(A, everywhere(A), whole=True),
     "doctor": Rule(A, everywhere(A), whole=True),
@@ -405,11 +411,17 @@ def run(o: Op, brain: Brain, inp: BaseModel, caller: Caller, who: Requester | No
                 detail = exc.message if isinstance(exc, UserError) else type(exc).__name__
                 _log(who, o, touched, "failed", detail)
             raise
-        if rule.shown is not None:
-            result = rule.shown(principal, result)
+        if rule.cut is not None:
+            result = rule.cut(principal, result)
     if o.writes:
-        _log(who, o, touched, "done", "", _target(result))
+        _log(who, o, touched, _outcome(result), "", _target(result))
     return result
+
+
+def _outcome(result: Any) -> str:
+    """What came of a write that ran: done, or nothing written (a near-duplicate refused
+    by the save itself, ingest's usage hint)."""
+    return "unchanged" if getattr(result, "status", "") in ("duplicate", "hint") else "done"
 
 
 def _view(principal: Principal, rule: Rule) -> list[str] | None:
@@ -441,6 +453,9 @@ def _log(
     detail: str,
     target: str = "",
 ) -> None:
+    """One line a library of the write log. Best effort: a write that was done stays done,
+    and the error that refused or failed one stays the answer, when the log cannot be
+    written (a busy or unreachable team database); the server's log says so."""
     principal = who.principal
     at = now()
     rows = [
@@ -448,4 +463,7 @@ def _log(
                  library, target, outcome, detail[:_MAX_DETAIL])
         for library in (libraries or [EVERY_LIBRARY if outcome == "done" else ""])
     ]  # fmt: skip
-    who.team.log(rows)
+    try:
+        who.team.log(rows)
+    except Exception:
+        log.exception("the write log missed %s of %s by %s", outcome, o.tool, principal.user)

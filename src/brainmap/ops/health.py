@@ -283,8 +283,7 @@ def _team_check(brain: Brain) -> Check:
     library (a typo, or a library since removed)."""
     from brainmap.team import EVERY_LIBRARY, Team
 
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         if not team.active():
             return Check("team", True, "no users: `brainmap serve` answers without tokens "
                          "(on 127.0.0.1 only)")  # fmt: skip
@@ -301,8 +300,6 @@ def _team_check(brain: Brain) -> Check:
                      "`brainmap serve` asks every request for one",
                      "fix the grant: brainmap user revoke NAME LIBRARY" if unknown else None,
                      unknown + idle)  # fmt: skip
-    finally:
-        team.close()
 
 
 def _sync_check(brain: Brain) -> Check:

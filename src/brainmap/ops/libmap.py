@@ -87,9 +87,9 @@ def _blocks(brain: Brain, names: list[str] | None = None) -> list[MapBlock]:
             bridges=[
                 dataclasses.replace(b, libraries=shared)
                 for b in block.bridges
-                if (shared := [name for name in b.libraries if db.shown(name)])
+                if (shared := [name for name in b.libraries if db.sees(name)])
             ],
-            bridged_libraries={k: n for k, n in block.bridged_libraries.items() if db.shown(k)},
+            bridged_libraries={k: n for k, n in block.bridged_libraries.items() if db.sees(k)},
         )
         for block in found
     ]

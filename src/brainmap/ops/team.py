@@ -16,7 +16,15 @@ from brainmap.errors import UserError
 from brainmap.ops.core import Brain, _Input, op
 from brainmap.ops.library import NoInput
 from brainmap.store.team import WriteRow
-from brainmap.team import NewToken, Role, Team, TokenInfo, UserInfo, parse_duration
+from brainmap.team import (
+    NewToken,
+    Role,
+    Team,
+    TokenInfo,
+    UserInfo,
+    check_libraries,
+    parse_duration,
+)
 
 RoleName = Literal["read", "write", "admin"]
 
@@ -43,8 +51,8 @@ class UserAdded:
 @op("user_add", UserAddInput, UserAdded, writes=True)
 def user_add(brain: Brain, inp: UserAddInput) -> UserAdded:
     """Add a user to the team (and give them a role at once)."""
-    team = Team(brain.cfg)
-    try:
+    check_libraries(inp.library)  # before the user is added: a bad name leaves no trace
+    with Team(brain.cfg) as team:
         first = not team.active()
         team.add_user(inp.name)
         roles: dict[str, str] = {}
@@ -52,8 +60,6 @@ def user_add(brain: Brain, inp: UserAddInput) -> UserAdded:
             for library in team.grant(inp.name, Role.parse(inp.role), inp.library):
                 roles[library] = inp.role
         return UserAdded(inp.name, roles, first, team.location)
-    finally:
-        team.close()
 
 
 @dataclass
@@ -65,12 +71,9 @@ class UserList:
 @op("user_list", NoInput, UserList)
 def user_list(brain: Brain, inp: NoInput) -> UserList:
     """The team's users, their roles and how many usable tokens each has."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         users = team.users() if team.active() else []
         return UserList(users, team.location)
-    finally:
-        team.close()
 
 
 @dataclass
@@ -81,12 +84,9 @@ class UserRemoved:
 @op("user_remove", UserInput, UserRemoved, writes=True)
 def user_remove(brain: Brain, inp: UserInput) -> UserRemoved:
     """Remove a user with their roles and tokens (their lines of the write log stay)."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         team.remove_user(inp.name)
         return UserRemoved(inp.name)
-    finally:
-        team.close()
 
 
 class GrantInput(UserInput):
@@ -106,11 +106,8 @@ class Granted:
 @op("user_grant", GrantInput, Granted, writes=True)
 def user_grant(brain: Brain, inp: GrantInput) -> Granted:
     """Give a user a role on libraries (replacing the role they had on each)."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         return Granted(inp.name, inp.role, team.grant(inp.name, Role.parse(inp.role), inp.library))
-    finally:
-        team.close()
 
 
 class RevokeInput(UserInput):
@@ -129,11 +126,8 @@ class Revoked:
 @op("user_revoke", RevokeInput, Revoked, writes=True)
 def user_revoke(brain: Brain, inp: RevokeInput) -> Revoked:
     """Take a user's roles on libraries (all of them when none is named)."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         return Revoked(inp.name, team.revoke(inp.name, inp.library))
-    finally:
-        team.close()
 
 
 class TokenCreateInput(UserInput):
@@ -147,11 +141,8 @@ class TokenCreateInput(UserInput):
 def token_create(brain: Brain, inp: TokenCreateInput) -> NewToken:
     """Make a token for a user: shown once, kept only as its SHA-256 digest."""
     expires = parse_duration(inp.expires) if inp.expires else None
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         return team.new_token(inp.name, inp.label, expires)
-    finally:
-        team.close()
 
 
 class TokenListInput(_Input):
@@ -166,11 +157,8 @@ class TokenList:
 @op("token_list", TokenListInput, TokenList)
 def token_list(brain: Brain, inp: TokenListInput) -> TokenList:
     """The team's tokens (never the tokens themselves): label, dates, state."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         return TokenList(team.tokens(inp.name) if team.active() else [])
-    finally:
-        team.close()
 
 
 class TokenRevokeInput(_Input):
@@ -180,11 +168,8 @@ class TokenRevokeInput(_Input):
 @op("token_revoke", TokenRevokeInput, TokenInfo, writes=True)
 def token_revoke(brain: Brain, inp: TokenRevokeInput) -> TokenInfo:
     """Revoke a token: servers refuse it within two seconds."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         return team.revoke_token(inp.id)
-    finally:
-        team.close()
 
 
 class WriteLogInput(_Input):
@@ -202,14 +187,12 @@ class WriteLog:
 @op("write_log", WriteLogInput, WriteLog)
 def write_log(brain: Brain, inp: WriteLogInput) -> WriteLog:
     """Who wrote what through a served brain, newest first: each save, ingest, supersede,
-    verify, reindex, collect, git-import and map recompute a user asked for, done, refused
+    verify, reindex, collect, git-import and map recompute a user asked for, done, unchanged,
+    refused
     or failed, one line per library it touched."""
-    team = Team(brain.cfg)
-    try:
+    with Team(brain.cfg) as team:
         if not team.exists():
             raise UserError("this brain has no team yet", hint="brainmap user add NAME")
         since = inp.since.isoformat() if inp.since else None
         return WriteLog(team.repo.writes(member=inp.user, library=inp.library, since=since,
                                          limit=inp.limit))  # fmt: skip
-    finally:
-        team.close()

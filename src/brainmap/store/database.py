@@ -141,7 +141,7 @@ class BaseDatabase:
         finally:
             self.visible = before
 
-    def shown(self, library: str) -> bool:
+    def sees(self, library: str) -> bool:
         """Whether the current call may see ``library`` (:meth:`seeing`)."""
         return self.visible is None or library in self.visible
 

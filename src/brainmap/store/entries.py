@@ -392,7 +392,7 @@ class EntryRepo:
             "unresolved": [],
         }
         for role, eid, library, path, title, status in sorted(rows, key=lambda r: (r[2], r[3])):
-            if not self.db.shown(library):  # another library's entry: not the caller's to see
+            if not self.db.sees(library):  # another library's entry: not the caller's to see
                 continue
             item = {"id": eid, "library": library, "path": path, "title": title, "status": status}
             if item not in out[role]:
@@ -404,7 +404,7 @@ class EntryRepo:
             "FROM supersession s WHERE s.entry_id = ? ORDER BY s.role, s.library, s.slug",
             (entry_id,),
         ):
-            if not found or not self.db.shown(library):
+            if not found or not self.db.sees(library):
                 out["unresolved"].append({"role": role, "library": library, "slug": slug})
         return out
 
@@ -415,7 +415,7 @@ class EntryRepo:
             "SELECT e.id, l.name FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
             (ref,),
         )
-        row = [r for r in row if self.db.shown(r[1])]
+        row = [r for r in row if self.db.sees(r[1])]
         entry = EntryRef.parse(ref)
         if not row and entry.library:
             row = self.db.rows(
@@ -429,7 +429,7 @@ class EntryRepo:
                 "WHERE e.path = ? ORDER BY l.name",
                 (ref,),
             )
-        row = [r for r in row if self.db.shown(r[1])]
+        row = [r for r in row if self.db.sees(r[1])]
         return (row[0][0], row[0][1]) if row else None
 
     def entry(self, entry_id: str) -> dict[str, Any] | None:
@@ -443,7 +443,7 @@ class EntryRepo:
         if not rows:
             return None
         data = dict(zip(names, rows[0], strict=True))
-        if not self.db.shown(data["library"]):
+        if not self.db.sees(data["library"]):
             return None
         for key in ("tags", "aliases", "meta", "warnings"):
             data[key] = json.loads(data[key])
@@ -715,7 +715,7 @@ class EntryRepo:
             "WHERE e.slug = ? ORDER BY l.name, e.path",
             (slug,),
         )
-        return [(str(a), str(b), str(c)) for a, b, c in rows if self.db.shown(str(b))]
+        return [(str(a), str(b), str(c)) for a, b, c in rows if self.db.sees(str(b))]
 
     def reverify_due(
         self, before: str, library_ids: Sequence[int], project: str | None = None

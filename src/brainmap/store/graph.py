@@ -259,7 +259,7 @@ class GraphRepo:
         if predicates:
             pred_sql = f" AND g.predicate IN ({marks(len(predicates))})"
             pred_params = list(predicates)
-        shown = self._shown(libraries)
+        shown = self._in_view(libraries)
         if shown is not None:
             pred_sql += f" AND l.name IN ({marks(len(shown))})"
             pred_params += shown
@@ -287,9 +287,9 @@ class GraphRepo:
 
     def _edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
         rows = self.db.records(EdgeRow, EDGE_SELECT + where, params, json_columns=("props",))
-        return [e for e in rows if self.db.shown(e.library)]
+        return [e for e in rows if self.db.sees(e.library)]
 
-    def _shown(self, libraries: Sequence[str] | None) -> list[str] | None:
+    def _in_view(self, libraries: Sequence[str] | None) -> list[str] | None:
         """The libraries whose edges a read returns: those asked for, within those the
         current call may see (None: every one)."""
         if self.db.visible is None:
@@ -303,7 +303,7 @@ class GraphRepo:
         the alias edges the current call may see."""
         out: dict[str, str] = {}
         for part in batched(list(keys)):
-            shown = self._shown(None)
+            shown = self._in_view(None)
             within = (
                 ""
                 if shown is None

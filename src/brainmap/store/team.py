@@ -16,6 +16,7 @@ from typing import Any
 
 import apsw
 
+from brainmap.errors import UserError
 from brainmap.store.database import BaseDatabase, Database
 from brainmap.store.schema import BUSY_TIMEOUT_MS, immediate, user_version
 
@@ -54,7 +55,7 @@ CREATE TABLE write_log(
   op text NOT NULL,
   library text NOT NULL,  -- one row per library a write touched; '' when it named none
   target text NOT NULL DEFAULT '',
-  outcome text NOT NULL CHECK (outcome IN ('done', 'refused', 'failed')),
+  outcome text NOT NULL CHECK (outcome IN ('done', 'unchanged', 'refused', 'failed')),
   detail text NOT NULL DEFAULT ''
 );
 CREATE INDEX write_log_at ON write_log(at);
@@ -274,8 +275,6 @@ def migrate_sqlite(conn: apsw.Connection) -> None:
         if version == TEAM_SCHEMA_VERSION:
             return
         if version > TEAM_SCHEMA_VERSION:
-            from brainmap.errors import UserError
-
             raise UserError(
                 f"team.db has schema v{version}, newer than this brainmap (v{TEAM_SCHEMA_VERSION})",
                 hint="upgrade brainmap: team.db holds users and tokens, do not delete it",

@@ -30,6 +30,17 @@ if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_S = 10
+# the tables a reindex fills in bulk (another application's tables in the database are its own)
+BULK_TABLES = (
+    "chunk",
+    "entry",
+    "entry_tag",
+    "edge",
+    "node",
+    "code_file",
+    "observation",
+    "chunk_vec",
+)
 WRITE_LOCK = 0x6272_6D61_7077  # pg_advisory_xact_lock's key for writes ("brmapw")
 
 
@@ -180,7 +191,8 @@ class PgDatabase(BaseDatabase):
             self.conn.execute("SELECT pg_stat_force_next_flush()")
             stale = self.conn.execute(
                 "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
-                "AND n_mod_since_analyze > 50 + n_live_tup / 10"
+                "AND relname = ANY(%s) AND n_mod_since_analyze > 50 + n_live_tup / 10",
+                (list(BULK_TABLES),),
             ).fetchall()
             for (table,) in stale:
                 # a role that does not own the table gets a warning, not an error
@@ -200,6 +212,9 @@ class PgTeamDatabase(PgDatabase):
     """A connection to the team's tables (users, tokens, the write log) in the schema
     ``brainmap_team`` of the index's database: apart from the index, which may be dropped and
     rebuilt, and with transactions of their own (a token's use never waits for a reindex)."""
+
+    latest_schema = TEAM.latest
+    rebuild_hint = "the team is no derived data: restore schema brainmap_team from a backup"
 
     def _prepare(self) -> None:
         migrate(self.conn, self.url, TEAM)
