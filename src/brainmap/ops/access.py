@@ -225,6 +225,12 @@ def fixed(role: Role, library: Callable[[Brain], str]) -> Check:
     return check
 
 
+def nothing_named(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
+    """A call that names no library: its output is what the rule cuts (a listing), or what
+    the user's view lets through."""
+    return inp, []
+
+
 def both(*checks: Check) -> Check:
     def check(brain: Brain, who: Principal, inp: BaseModel) -> tuple[BaseModel, list[str]]:
         touched: list[str] = []
@@ -329,9 +335,9 @@ RULES: dict[str, Rule | None] = {
     "diary_index": Rule(R, fixed(R, _diary_library)),
     "diary_text": Rule(R, fixed(R, _diary_library)),
     "refs": Rule(R, _refs_file),
-    "backlinks": Rule(R, both()),
-    "library_list": Rule(R, both(), _cut_libraries),
-    "map_blocks": Rule(R, both(), _cut_blocks),
+    "backlinks": Rule(R, nothing_named),
+    "library_list": Rule(R, nothing_named, _cut_libraries),
+    "map_blocks": Rule(R, nothing_named, _cut_blocks),
     # writes
     "save": Rule(W, _save),
     "ingest": Rule(W, named(W, "library", _save_library)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -437,24 +437,43 @@ def user_version(conn: apsw.Connection) -> int:
 
 
 def migrate(conn: apsw.Connection) -> None:
-    if user_version(conn) == SCHEMA_VERSION:
+    upgrade_once(
+        conn, SCHEMA_VERSION, _upgrade_index, "brain.db",
+        "upgrade brainmap, or delete brain.db and run `brainmap reindex`",
+    )  # fmt: skip
+
+
+def upgrade_once(
+    conn: apsw.Connection,
+    latest: int,
+    upgrade: Callable[[apsw.Connection, int], None],
+    name: str,
+    newer_hint: str,
+) -> None:
+    """Bring a file at ``PRAGMA user_version`` up to ``latest`` with ``upgrade(conn, from)``,
+    once when several processes open it at the same moment; a file of a newer brainmap is
+    refused."""
+    if user_version(conn) == latest:
         return
     with immediate(conn):  # re-read under the lock: another process may have migrated
         version = user_version(conn)
-        if version == SCHEMA_VERSION:
+        if version == latest:
             return
-        if version > SCHEMA_VERSION:
+        if version > latest:
             raise UserError(
-                f"brain.db has schema v{version}, newer than this brainmap (v{SCHEMA_VERSION})",
-                hint="upgrade brainmap, or delete brain.db and run `brainmap reindex`",
+                f"{name} has schema v{version}, newer than this brainmap (v{latest})",
+                hint=newer_hint,
             )
-        if version == 0 and _has_tables(conn):
-            _drop_all(conn)
-            version = 0
-        conn.create_scalar_function("brainmap_slug", _sql_slug, 1, deterministic=True)
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            conn.execute(MIGRATIONS[target])
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        upgrade(conn, version)
+        conn.execute(f"PRAGMA user_version={latest}")
+
+
+def _upgrade_index(conn: apsw.Connection, version: int) -> None:
+    if version == 0 and _has_tables(conn):
+        _drop_all(conn)
+    conn.create_scalar_function("brainmap_slug", _sql_slug, 1, deterministic=True)
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.execute(MIGRATIONS[target])
 
 
 def _sql_slug(*args: Any) -> str:

@@ -16,9 +16,8 @@ from typing import Any
 
 import apsw
 
-from brainmap.errors import UserError
 from brainmap.store.database import BaseDatabase, Database
-from brainmap.store.schema import BUSY_TIMEOUT_MS, immediate, user_version
+from brainmap.store.schema import BUSY_TIMEOUT_MS, upgrade_once
 
 TEAM_SCHEMA_VERSION = 1
 
@@ -268,19 +267,14 @@ class TeamRepo:
 
 def migrate_sqlite(conn: apsw.Connection) -> None:
     """Create ``team.db``'s tables once (several processes may open a new one at once)."""
-    if user_version(conn) == TEAM_SCHEMA_VERSION:
-        return
-    with immediate(conn):
-        version = user_version(conn)
-        if version == TEAM_SCHEMA_VERSION:
-            return
-        if version > TEAM_SCHEMA_VERSION:
-            raise UserError(
-                f"team.db has schema v{version}, newer than this brainmap (v{TEAM_SCHEMA_VERSION})",
-                hint="upgrade brainmap: team.db holds users and tokens, do not delete it",
-            )
-        conn.execute(SQLITE_SCHEMA)
-        conn.execute(f"PRAGMA user_version={TEAM_SCHEMA_VERSION}")
+    upgrade_once(
+        conn, TEAM_SCHEMA_VERSION, _create, "team.db",
+        "upgrade brainmap: team.db holds users and tokens, do not delete it",
+    )  # fmt: skip
+
+
+def _create(conn: apsw.Connection, version: int) -> None:
+    conn.execute(SQLITE_SCHEMA)
 
 
 def open_sqlite(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> TeamRepo:
