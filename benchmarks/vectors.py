@@ -124,10 +124,10 @@ def main() -> None:
         top_parts, top_full = [], []
         for _ in range(50):
             started = time.perf_counter()
-            index.top(query, 20, Filters(), None)
+            index.top(store, query, 20, Filters(), None)
             top_parts.append(time.perf_counter() - started)
             started = time.perf_counter()
-            full_index.top(query, 20, Filters(), None)
+            full_index.top(store, query, 20, Filters(), None)
             top_full.append(time.perf_counter() - started)
         store.close()
     print(json.dumps({

@@ -139,7 +139,14 @@ def test_one_machine_never_replaces_another_machines_library(
     found = run_cli(
         alice, "search", "signing keys", "--json", env={"BRAINMAP_MACHINE": "alice-laptop"}
     )
-    assert json.loads(found.stdout)["hits"][0]["title"] == "Rotate the signing keys"
+    hit = json.loads(found.stdout)["hits"][0]
+    assert hit["title"] == "Rotate the signing keys"
+    # bob finds alice's note, and where it is: her machine, her folder
+    seen = run_cli(bob, "search", "signing keys", "--json", env={"BRAINMAP_MACHINE": "bob-desk"})
+    source = json.loads(seen.stdout)["hits"][0]["source"]
+    assert source == f"alice-laptop:{alice / 'brain' / hit['path']}" == hit["source"]
+    got = run_cli(bob, "get", hit["id"], "--json", env={"BRAINMAP_MACHINE": "bob-desk"})
+    assert json.loads(got.stdout)["source"] == source
     refused = run_cli(bob, "save", "Mine", "-b", "text", "--force", check=False,
                       env={"BRAINMAP_MACHINE": "bob-desk"})  # fmt: skip
     assert refused.returncode == 1 and "alice-laptop" in refused.stderr

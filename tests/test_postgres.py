@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -268,4 +269,96 @@ def test_bulk_indexing_leaves_fresh_planner_statistics(
             ).fetchall()
         )
     assert analysed == {"chunk": True, "entry": True}  # by brainmap, not (later) autovacuum
+    brain.close()
+
+
+def _exact_top(brain: Any, query: str, k: int, library_ids: set[int] | None = None) -> list[int]:
+    """The chunk ids nearest ``query`` by an exact scan of every stored vector."""
+    import numpy as np
+
+    model = brain.searcher.model
+    rows = brain.store.vectors.load(model)
+    matrix = np.frombuffer(rows.vectors, dtype=np.float32).reshape(len(rows.ids), -1)
+    scores = matrix @ brain.searcher.embedder.query(query)
+    order = [
+        i for i in np.argsort(-scores) if library_ids is None or rows.library_ids[i] in library_ids
+    ]
+    return [rows.ids[i] for i in order[:k]]
+
+
+def _index_scans(brain: Any, name: str) -> int:
+    """How often the index was scanned (the counts of the brain's own connection too)."""
+    db = brain.store.db
+    db.fetch("SELECT pg_stat_force_next_flush()")
+    db.fetch("SELECT pg_stat_clear_snapshot()")
+    rows = db.fetch("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ?", (name,))
+    return int(rows[0][0]) if rows else -1
+
+
+def test_a_large_index_searches_its_vectors_with_hnsw_not_in_memory(
+    pg_url: str, home: Path, library: Path, warm_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``[store] hnsw_from`` vectors on, a reindex builds an HNSW index and searches go
+    to it: nothing is held in memory, the nearest are those of an exact scan, filters hold
+    (when they leave the index's candidates short, exactly), and a save is found at once."""
+    import shutil
+
+    from brainmap import ops
+    from brainmap.store.postgres.repos import ann_index_name
+
+    monkeypatch.setenv("BRAINMAP_DB", pg_url)
+    home.mkdir(parents=True)
+    shutil.copyfile(warm_cache, home / "vectors.db")
+    (home / "config.toml").write_text("[store]\nhnsw_from = 5\n")
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
+    small = library.parent / "small"
+    small.mkdir()
+    (small / "kettle.md").write_text("# Descaling a kettle\n\nVinegar and water, boiled.\n")
+    ops.library_add(brain, ops.LibraryAddInput(name="small", path=str(small)))
+    model = brain.searcher.model
+    assert brain.store.vectors.ann_dim(model) is None
+    ops.reindex(brain, ops.ReindexInput())
+    assert brain.store.vectors.ann_dim(model) == 384
+    name = ann_index_name(model)
+    # a table this small is read and sorted (cheaper); what matters is that the index can
+    # answer the search's query: its expression and condition match
+    brain.store.db.execute("SET enable_seqscan = off")
+    brain.store.db.execute("SET enable_sort = off")
+    scans = _index_scans(brain, name)
+
+    for query in ("how to undo a git commit", "timeouts in asyncio", "descale the kettle"):
+        found = ops.search(brain, ops.SearchInput(query=query, mode="vector", limit=5))
+        assert [h.chunk_id for h in found.hits] == _exact_top(brain, query, 5)
+    assert brain.searcher.vectors.in_store
+    assert len(brain.searcher.vectors) == brain.store.vectors.count(model)
+    assert len(brain.searcher.vectors.snapshot()[0]) == 0  # no matrix in this process
+    assert _index_scans(brain, name) > scans  # the HNSW index answered, not a table scan
+
+    brain.store.db.execute("RESET enable_seqscan")
+    brain.store.db.execute("RESET enable_sort")
+    # one library of one chunk among many: the index's candidates hold too few of it
+    small_id = brain.store.entries.library_ids(["small"])["small"]
+    only = ops.search(
+        brain, ops.SearchInput(query="boiling vinegar", mode="vector", library=["small"], limit=5)
+    )
+    assert [h.chunk_id for h in only.hits] == _exact_top(brain, "boiling vinegar", 5, {small_id})
+    assert [h.library for h in only.hits] == ["small"]
+
+    ops.save(
+        brain,
+        ops.SaveInput(title="Sourdough starter", body="Feed it flour daily.", library="small"),
+    )
+    fresh = ops.search(brain, ops.SearchInput(query="feeding a sourdough starter", mode="vector"))
+    assert fresh.hits[0].title == "Sourdough starter"
+
+    # an index lost (or a build cut short): doctor says so, and the next reindex builds it
+    def vector_check() -> Any:
+        return {c.name: c for c in ops.doctor(brain, ops.NoInput()).checks}["vector index"]
+
+    assert vector_check().ok and "HNSW index over" in vector_check().detail
+    brain.store.db.execute(f"DROP INDEX {name}")
+    assert not vector_check().ok and "reindex" in (vector_check().fix or "")
+    ops.reindex(brain, ops.ReindexInput())
+    assert vector_check().ok and brain.store.vectors.ann_dim(model) == 384
     brain.close()

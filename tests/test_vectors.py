@@ -179,9 +179,13 @@ def _same_as_a_full_reload(index: VectorIndex, store: Store) -> None:
     rng = np.random.default_rng(len(ids))
     for query in [*matrix[:3], *rng.standard_normal((3, matrix.shape[1])).astype(np.float32)]:
         for filters, allowed in ((Filters(), None), (Filters(library_ids=[1]), None)):
-            _same_top(index.top(query, 10, filters, allowed), full.top(query, 10, filters, allowed))
+            _same_top(
+                index.top(store, query, 10, filters, allowed),
+                full.top(store, query, 10, filters, allowed),
+            )
         _same_top(
-            index.top(query, 10, Filters(), ids[::2]), full.top(query, 10, Filters(), ids[::2])
+            index.top(store, query, 10, Filters(), ids[::2]),
+            full.top(store, query, 10, Filters(), ids[::2]),
         )
 
 

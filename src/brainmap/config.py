@@ -276,9 +276,13 @@ class StoreSettings:
     """Where the index lives: empty for ``brain.db`` in the home, else the URL of a
     PostgreSQL database with pgvector that a team shares (``postgresql://...``).
     ``$BRAINMAP_DB`` (or ``--db``) overrides it; keep a password there or in ``~/.pgpass``
-    rather than in this file."""
+    rather than in this file. ``hnsw_from``: from this many vectors of the embedding model
+    on, a PostgreSQL index gets an HNSW index (pgvector) and searches use it, instead of
+    every process holding all vectors in memory for an exact search (brain.db always
+    searches exactly)."""
 
     url: str = ""
+    hnsw_from: int = 100_000
 
 
 @dataclass
@@ -520,6 +524,7 @@ def load(home: Path) -> Config:
 # Allowed ranges of the numeric settings (inclusive).
 _RANGES: dict[str, tuple[float, float]] = {
     "chunk_tokens": (16, 100_000),
+    "hnsw_from": (1, 10**12),
     "turn_tokens": (16, 100_000),
     "max_file_mb": (0.001, 10_000),
     "embed_batch": (1, 4096),

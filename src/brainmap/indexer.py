@@ -1200,4 +1200,6 @@ def reindex(
         finally:
             cache.close()
         store.db.checkpoint()
+        # a large shared index: searched through an ANN index rather than in each process
+        store.vectors.ensure_ann(model_id_of(cfg.embedder), cfg.store.hnsw_from, progress)
     return report

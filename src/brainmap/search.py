@@ -24,7 +24,7 @@ from brainmap.graph import Hops
 from brainmap.libmap import Router
 from brainmap.queryvectors import QueryEmbedder
 from brainmap.reasoner import Spent
-from brainmap.store import Filters, HitRow, Store
+from brainmap.store import Filters, HitRow, Store, source_of
 from brainmap.vectorindex import VectorIndex
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class Hit:
     match: MatchLevel = "none"  # how closely it answers the query
     coverage: float = 0.0  # the share of the query's word weight it holds
     status: str = "active"  # superseded, retired, archived: only with include_inactive
+    source: str = ""  # machine:/path/of/the/file (a shared index holds many machines' files)
 
 
 STRONG: MatchLevel = "strong"
@@ -174,7 +175,9 @@ class Searcher:
         """Chunks nearest to a passage vector, with their cosine similarity (of the libraries
         the current call may see)."""
         self.vectors.refresh(self.store)
-        top = self.vectors.top(vector, limit, Filters(library_ids=self._visible_ids()), None)
+        top = self.vectors.top(
+            self.store, vector, limit, Filters(library_ids=self._visible_ids()), None
+        )
         rows = self.store.entries.hits([cid for cid, _ in top])
         return [(rows[cid], similarity) for cid, similarity in top if cid in rows]
 
@@ -344,7 +347,9 @@ class Searcher:
             elif not len(self.vectors):
                 result.warnings.append("no vectors yet: run `brainmap reindex` to embed")
             else:
-                vector_hits = self.vectors.top(query_vector, depth, filters, allowed, excluded)
+                vector_hits = self.vectors.top(
+                    self.store, query_vector, depth, filters, allowed, excluded
+                )
 
         rerank = self.cfg.rerank
         hits = self._fuse(
@@ -419,7 +424,7 @@ class Searcher:
                 import numpy as np
 
                 ids = np.array([h.chunk_id for h in hits], dtype=np.int64)
-                similarity = dict(self.vectors.top(vector, len(hits), Filters(), ids))
+                similarity = dict(self.vectors.top(self.store, vector, len(hits), Filters(), ids))
         for hit in hits:
             hit.bm25_rank = hit.vector_rank = None
             cosine = similarity.get(hit.chunk_id)
@@ -516,6 +521,7 @@ class Searcher:
                 updated=row.updated,
                 source_rev=row.source_rev,
                 status=row.status,
+                source=source_of(row.host, row.library_path, row.path),
             )
             for score, weight, row in scored
         ]

@@ -9,6 +9,7 @@ p50 budget; the vectors still live in brain.db, so the index stays one file.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,8 +104,20 @@ class _Snapshot:
         return _Snapshot(self.generation, self.ids[order], self.libraries[order], (matrix,))
 
 
+@dataclass(frozen=True)
+class _InStore:
+    """A model whose vectors the database searches itself, with an ANN index."""
+
+    generation: int
+    dim: int
+    count: int
+    checked: float  # time.monotonic() when the index was last seen
+
+
 class VectorIndex:
-    """All vectors of one model as a matrix, kept up to date with the store.
+    """All vectors of one model as a matrix, kept up to date with the store; or, once the
+    database has an ANN index for them (a large PostgreSQL index, ``[store] hnsw_from``),
+    the database's search over that index, and no matrix in memory.
 
     A refresh reads only the vectors added or removed since its snapshot (the store logs each
     change); it reads them all when there is no snapshot yet, when the log no longer reaches
@@ -113,17 +126,38 @@ class VectorIndex:
     """
 
     MIN_CHANGES = 4096  # read changes rather than everything up to this many (or a quarter)
+    RECHECK_S = 30.0  # how long an ANN index is taken to be there without looking again
 
     def __init__(self, model: str) -> None:
         self.model = model
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None  # numpy loads with the first vector search
+        self._in_store: _InStore | None = None
         self.full_loads = 0  # how each refresh went (tests and benchmarks read them)
         self.change_loads = 0
+
+    @property
+    def in_store(self) -> bool:
+        """Whether searches go to the database's ANN index (as of the last refresh)."""
+        return self._in_store is not None
 
     def refresh(self, store: Store) -> None:
         """Bring the matrix up to date with ``store`` if any vector was added or removed."""
         generation = store.vectors.generation()
+        ann = self._in_store
+        if ann is not None and ann.generation == generation:
+            if time.monotonic() - ann.checked < self.RECHECK_S:
+                return
+        elif self._snapshot is not None and generation == self._snapshot.generation:
+            return
+        # a new generation (or time to look again): is there an ANN index for the model?
+        dim = store.vectors.ann_dim(self.model)
+        if dim is not None:
+            count = store.vectors.count(self.model)
+            self._in_store = _InStore(generation, dim, count, time.monotonic())
+            self._snapshot = None  # the memory goes back
+            return
+        self._in_store = None
         if self._snapshot is not None and generation == self._snapshot.generation:
             return
         with self._lock:
@@ -144,10 +178,13 @@ class VectorIndex:
             self._snapshot = new
 
     def __len__(self) -> int:
+        if self._in_store is not None:
+            return self._in_store.count
         return 0 if self._snapshot is None else len(self._snapshot)
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk ids (ascending) and their vectors as of the last refresh (a copy)."""
+        """The chunk ids (ascending) and their vectors as of the last refresh (a copy; empty
+        when the database searches them)."""
         import numpy as np
 
         snap = self._snapshot
@@ -158,6 +195,7 @@ class VectorIndex:
 
     def top(
         self,
+        store: Store,
         query: np.ndarray,
         k: int,
         filters: Filters,
@@ -166,9 +204,16 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters,
         are ``allowed`` (when given) and not ``excluded``, equal scores by chunk id (call
-        :meth:`refresh` first)."""
+        :meth:`refresh` first). Exact from the matrix; approximate from an ANN index."""
         import numpy as np
 
+        ann = self._in_store
+        if ann is not None:
+            if ann.dim != query.shape[0] or k <= 0:
+                return []
+            return store.vectors.ann_nearest(
+                self.model, ann.dim, query, k, filters.library_ids, allowed, excluded
+            )
         snap = self._snapshot
         if snap is None or not len(snap.ids) or snap.dim != query.shape[0]:
             return []

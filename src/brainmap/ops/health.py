@@ -175,6 +175,7 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
     )  # fmt: skip
     if brain.cfg.store_url:
         checks.append(_server_check(brain.cfg.store_url))
+        checks.append(_vector_index_check(brain))
     from brainmap.analysis import ANALYZER_VERSION
 
     behind = store.entries.behind_analyzer(ANALYZER_VERSION)
@@ -343,6 +344,27 @@ def _server_check(url: str) -> Check:
     )
     fix = "; ".join(report.problems) if report.problems else None
     return Check("server", not report.problems, detail, fix, report.problems)
+
+
+def _vector_index_check(brain: Brain) -> Check:
+    """How a shared index's vectors are searched: by its HNSW index, or exactly in each
+    process's memory while they are fewer than ``[store] hnsw_from``."""
+    from brainmap.embedders import model_id_of
+
+    model, at_least = model_id_of(brain.cfg.embedder), brain.cfg.store.hnsw_from
+    count = brain.store.vectors.count(model)
+    if brain.store.vectors.ann_dim(model) is not None:
+        return Check("vector index", True, f"HNSW index over {count:,} vectors")
+    if count < at_least:
+        return Check(
+            "vector index", True,
+            f"{count:,} vectors searched exactly in memory (an HNSW index from {at_least:,})",
+        )  # fmt: skip
+    return Check(
+        "vector index", False,
+        f"{count:,} vectors and no HNSW index ([store] hnsw_from = {at_least:,})",
+        "run `brainmap reindex`: it builds the index (a build cut short is redone)",
+    )  # fmt: skip
 
 
 @dataclass

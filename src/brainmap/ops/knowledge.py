@@ -20,6 +20,7 @@ from brainmap.config import (
 from brainmap.errors import UserError
 from brainmap.ops.core import Brain, Caller, _Input, op
 from brainmap.search import Mode, SearchResult, parse_since
+from brainmap.store import source_of
 
 # --- search and get -------------------------------------------------------------------------
 
@@ -139,6 +140,8 @@ class EntryInfo:
     status: str = "active"
     superseded_by: list[dict[str, str]] = field(default_factory=list)
     supersedes: list[dict[str, str]] = field(default_factory=list)
+    # machine:file: the machine whose folder holds the file (a shared index holds many's)
+    source: str = ""
 
 
 class GetInput(_Input):
@@ -177,6 +180,7 @@ def get(brain: Brain, inp: GetInput, caller: Caller = "cli") -> EntryInfo:
         content_hash=row["content_hash"], meta=row["meta"], warnings=row["warnings"],
         chunks=chunks, status=row["status"], superseded_by=links["superseded_by"],
         supersedes=links["supersedes"],
+        source=source_of(row["host"], row["library_path"], row["path"]),
     )  # fmt: skip
 
 

@@ -32,6 +32,8 @@ from brainmap.store.records import (
     NodeRecord,
     ObservationRecord,
     PendingChunk,
+    source_of,
+    this_machine,
 )
 from brainmap.store.schema import BUSY_TIMEOUT_MS, PRAGMAS, SCHEMA_VERSION, connect, slug_of
 from brainmap.store.usage import EntryUsage, IndexedEntry, UsageEvent, UsageStore, indexed_entries
@@ -72,6 +74,8 @@ __all__ = [
     "MapVectors",
     "NewBlock",
     "PendingChunk",
+    "source_of",
+    "this_machine",
     "Store",
     "VectorCache",
     "EntryUsage",

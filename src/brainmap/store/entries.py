@@ -436,8 +436,8 @@ class EntryRepo:
         """An entry row as a dict (JSON columns decoded), with its library's name and path;
         None for an entry the current call may not see."""
         names, rows = self.db.columns(
-            "SELECT e.*, l.name AS library, l.path AS library_path, l.scope AS scope "
-            "FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
+            "SELECT e.*, l.name AS library, l.path AS library_path, l.scope AS scope, "
+            "l.host AS host FROM entry e JOIN library l ON l.id = e.library_id WHERE e.id = ?",
             (entry_id,),
         )
         if not rows:

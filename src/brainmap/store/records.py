@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from brainmap.store.schema import marks
@@ -224,6 +227,18 @@ class Filters:
         return " AND ".join(clauses) or "TRUE", params
 
 
+def this_machine() -> str:
+    """The name this machine goes by in a shared index: ``$BRAINMAP_MACHINE``, else the host
+    name."""
+    return os.environ.get("BRAINMAP_MACHINE") or socket.gethostname()
+
+
+def source_of(host: str | None, library_path: str, path: str) -> str:
+    """Where an entry's file is: ``machine:/folder/of/the/library/path.md`` (a library of a
+    shared index is one machine's folder; without a host, this machine's)."""
+    return f"{host or this_machine()}:{PurePath(library_path) / path}"
+
+
 def chunk_scope(
     library_ids: Sequence[int] | None, entry_ids: Sequence[str] | None
 ) -> tuple[str, list[Any]]:
@@ -261,12 +276,13 @@ class HitRow:
     scope: str
     source_rev: str | None
     status: str = "active"  # active, superseded, retired or archived
+    host: str | None = None  # the machine whose folder the library is (None: this one)
 
 
 HIT_SELECT = """
 SELECT c.id AS chunk_id, c.entry_id, c.ord, c.heading, c.line_start, c.line_end, c.text, e.path,
        e.title, e.type, e.tags, e.project, e.created, e.last_verified, e.updated, e.mtime_ns,
-       l.name AS library, l.path AS library_path, l.scope, e.source_rev, e.status
+       l.name AS library, l.path AS library_path, l.scope, e.source_rev, e.status, l.host
 FROM chunk c JOIN entry e ON e.id = c.entry_id JOIN library l ON l.id = e.library_id
 """
 

@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -352,6 +352,12 @@ CREATE TRIGGER chunk_text_ad AFTER DELETE ON chunk BEGIN
 END;
 """
 
+# v9: the machine whose folder a library is, as a shared (PostgreSQL) index records it; in
+# brain.db always empty: every library is this machine's
+_SCHEMA_V9 = """
+ALTER TABLE library ADD COLUMN host TEXT;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
 MIGRATIONS: dict[int, str] = {
@@ -363,6 +369,7 @@ MIGRATIONS: dict[int, str] = {
     6: _SCHEMA_V6,
     7: _SCHEMA_V7,
     8: _SCHEMA_V8,
+    9: _SCHEMA_V9,
 }
 
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainmap.store.database import BaseDatabase
 from brainmap.store.records import PendingChunk, VectorRows, chunk_scope
 from brainmap.store.schema import batched, marks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from brainmap.progress import ProgressFn
 
 
 class VectorRepo:
@@ -120,6 +125,34 @@ class VectorRepo:
             generation, [r[0] for r in rows], [r[1] for r in rows],
             self._joined(rows), since, touched,
         )  # fmt: skip
+
+    def count(self, model: str) -> int:
+        """How many chunk vectors ``model`` has."""
+        return int(self.db.one("SELECT count(*) FROM chunk_vec WHERE model = ?", (model,)))
+
+    # an approximate nearest-neighbour index in the database itself: PostgreSQL's only
+    # (brain.db's vectors are searched exactly in memory, brainmap.vectorindex)
+
+    def ann_dim(self, model: str) -> int | None:
+        """The dimension of ``model``'s ANN index, when there is a usable one."""
+        return None
+
+    def ensure_ann(self, model: str, at_least: int, progress: ProgressFn | None = None) -> bool:
+        """Give ``model`` an ANN index once it has ``at_least`` vectors; whether it has one."""
+        return False
+
+    def ann_nearest(
+        self,
+        model: str,
+        dim: int,
+        query: np.ndarray,
+        k: int,
+        library_ids: Sequence[int] | None,
+        allowed: np.ndarray | None,
+        excluded: np.ndarray | None,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` chunks nearest ``query`` by the ANN index (see :meth:`ann_dim`)."""
+        raise NotImplementedError(f"{self.db.location} has no ANN index")
 
     def models(self) -> dict[str, int]:
         return dict(self.db.rows("SELECT model, count(*) FROM chunk_vec GROUP BY model"))

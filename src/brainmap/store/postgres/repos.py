@@ -5,18 +5,23 @@ the SQLite repository's own, over :class:`~brainmap.store.postgres.database.PgDa
 
 from __future__ import annotations
 
+import hashlib
 import math
-import os
-import socket
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainmap.errors import LibraryHeldElsewhere
 from brainmap.store.entries import EntryRepo
 from brainmap.store.postgres.database import clip
-from brainmap.store.records import Filters
+from brainmap.store.records import Filters, this_machine
 from brainmap.store.schema import marks as placeholders
 from brainmap.store.vectors import VectorRepo
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from brainmap.progress import ProgressFn
 
 # FTS5's bm25() constants (fts5_aux.c)
 K1 = 1.2
@@ -38,12 +43,6 @@ def tsquery(terms: Sequence[str]) -> str:
     )
 
 
-def machine() -> str:
-    """The name this machine goes by in a shared index: ``$BRAINMAP_MACHINE``, else the host
-    name."""
-    return os.environ.get("BRAINMAP_MACHINE") or socket.gethostname()
-
-
 class PgEntryRepo(EntryRepo):
     """The entry repository over PostgreSQL: BM25 over the chunks' ``tsv``, computed as
     FTS5's bm25() does, so that both backends rank alike; a library belongs to the machine
@@ -59,7 +58,7 @@ class PgEntryRepo(EntryRepo):
         """As on SQLite, but a library another machine holds is refused
         (:class:`LibraryHeldElsewhere`): indexing this machine's folder under its name would
         delete every entry of that machine's folder which this one lacks."""
-        here = machine()
+        here = this_machine()
         with self.db.write():
             held = self.db.fetch("SELECT host, path FROM library WHERE name = ?", (name,))
             if held and held[0][0] and held[0][0] != here:
@@ -206,9 +205,152 @@ def _frequency(
     )
 
 
+#: how many candidates an HNSW search looks at, at least (pgvector's ``hnsw.ef_search``;
+#: its default is 40): more finds more of the exact nearest and costs more
+EF_SEARCH = 100
+#: with fewer allowed chunks than this, a filtered search scores them all exactly
+EXACT_ALLOWED = 20_000
+ANN_BUILD_LOCK = 0x626D_616E6E  # "bmann": one process builds an ANN index at a time
+ANN_PREFIX = "chunk_vec_hnsw_"
+
+
+def ann_index_name(model: str) -> str:
+    """The name of ``model``'s HNSW index (model ids may hold any character)."""
+    return ANN_PREFIX + hashlib.sha1(model.encode()).hexdigest()[:12]
+
+
+def sql_text(value: str) -> str:
+    """``value`` as an SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 class PgVectorRepo(VectorRepo):
     """Chunk vectors in pgvector's ``vector`` type; they go in and come out as the float32
-    bytes the SQLite repository stores."""
+    bytes the SQLite repository stores. A large index gets an HNSW index per model
+    (:meth:`ensure_ann`): a partial index over the vectors cast to their dimension, so that
+    one model's vectors are indexed whatever other models the table holds."""
+
+    def __init__(self, db: Any) -> None:
+        super().__init__(db)
+        self._ef_search = 0  # what this connection's hnsw.ef_search was last set to
+
+    def ann_dim(self, model: str) -> int | None:
+        rows = self.db.fetch(
+            "SELECT i.indexdef FROM pg_indexes i JOIN pg_class c ON c.relname = i.indexname "
+            "JOIN pg_index x ON x.indexrelid = c.oid AND x.indisvalid "
+            "WHERE i.schemaname = current_schema() AND i.indexname = ?",
+            (ann_index_name(model),),
+        )
+        found = re.search(r"::vector\((\d+)\)", rows[0][0]) if rows else None
+        return int(found.group(1)) if found else None
+
+    def ensure_ann(self, model: str, at_least: int, progress: ProgressFn | None = None) -> bool:
+        """Build ``model``'s HNSW index once it has ``at_least`` vectors (CONCURRENTLY:
+        other machines go on writing meanwhile; one process at a time builds it, and a
+        build that was cut short is dropped and redone)."""
+        if self.ann_dim(model) is not None:
+            return True
+        count = self.count(model)
+        if count < at_least:
+            return False
+        name = ann_index_name(model)
+        self.db.fetch("SELECT pg_advisory_lock(?)", (ANN_BUILD_LOCK,))
+        try:
+            if self.ann_dim(model) is not None:  # another process built it meanwhile
+                return True
+            dims = self.db.fetch(
+                "SELECT DISTINCT vector_dims(vec) FROM chunk_vec WHERE model = ?", (model,)
+            )
+            if len(dims) != 1:
+                return False  # vectors of several sizes: not one model's, search exactly
+            if progress:
+                progress(f"HNSW index over {count:,} vectors", 0, None)
+            self.db.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # a build cut short
+            # a graph built in memory is built much faster than one that spills to disk
+            self.db.execute("SET maintenance_work_mem = '1GB'")
+            try:
+                self.db.execute(
+                    f"CREATE INDEX CONCURRENTLY {name} ON chunk_vec USING hnsw "
+                    f"((vec::vector({int(dims[0][0])})) vector_cosine_ops) "
+                    f"WHERE model = {sql_text(model)}"
+                )
+            finally:
+                self.db.execute("RESET maintenance_work_mem")
+        finally:
+            self.db.fetch("SELECT pg_advisory_unlock(?)", (ANN_BUILD_LOCK,))
+        return self.ann_dim(model) is not None
+
+    def ann_nearest(
+        self,
+        model: str,
+        dim: int,
+        query: np.ndarray,
+        k: int,
+        library_ids: Sequence[int] | None,
+        allowed: np.ndarray | None,
+        excluded: np.ndarray | None,
+    ) -> list[tuple[int, float]]:
+        """The nearest by the HNSW index, filtered afterwards; when the filters leave fewer
+        than ``k`` of the candidates it found (or allow only a few chunks), the exact
+        nearest of the chunks they allow."""
+        import numpy as np
+
+        vector = self._stored(np.asarray(query, dtype=np.float32).tobytes())
+        if allowed is None or len(allowed) > EXACT_ALLOWED:
+            ef = min(1000, max(EF_SEARCH, 2 * k))
+            cast = f"::vector({int(dim)})"
+            if self._ef_search != ef:  # this connection's: a store is one connection
+                self.db.execute(f"SET hnsw.ef_search = {ef}")
+                self._ef_search = ef
+            # the model inline: a partial index is used only when the planner sees that its
+            # condition holds, which a parameter (in a prepared plan) does not show it
+            rows = self.db.fetch(
+                f"SELECT chunk_id, library_id, 1 - (vec{cast} <=> ?{cast}) "
+                f"FROM chunk_vec WHERE model = {sql_text(model)} "
+                f"ORDER BY vec{cast} <=> ?{cast} LIMIT ?",
+                (vector, vector, ef),
+            )
+            libraries = None if library_ids is None else set(library_ids)
+            keep = set() if allowed is None else set(allowed.tolist())
+            drop = set() if excluded is None else set(excluded.tolist())
+            found = [
+                (int(cid), float(sim))
+                for cid, lib, sim in rows
+                if (libraries is None or lib in libraries)
+                and (allowed is None or cid in keep)
+                and cid not in drop
+            ]
+            if len(found) >= k:
+                return found[:k]
+        where, params = "", []
+        if library_ids is not None:
+            where += " AND library_id = ANY(?)"
+            params.append(list(library_ids))
+        if allowed is not None:
+            where += " AND chunk_id = ANY(?)"
+            params.append(allowed.tolist())
+        if excluded is not None and len(excluded):
+            where += " AND NOT chunk_id = ANY(?)"
+            params.append(excluded.tolist())
+        # ``vec`` as it is, not cast: the HNSW index stays out of an exact search
+        rows = self.db.fetch(
+            f"SELECT chunk_id, 1 - (vec <=> ?) FROM chunk_vec WHERE model = ?{where} "
+            "ORDER BY vec <=> ?, chunk_id LIMIT ?",
+            (vector, model, *params, vector, k),
+        )
+        return [(int(cid), float(sim)) for cid, sim in rows]
+
+    def delete_except(self, model: str) -> int:
+        """As on SQLite, and the other models' HNSW indexes go too."""
+        removed = super().delete_except(model)
+        keep = ann_index_name(model)
+        for (name,) in self.db.fetch(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'chunk_vec' AND indexname LIKE ? AND indexname <> ?",
+            (ANN_PREFIX + "%", keep),
+        ):
+            self.db.execute(f"DROP INDEX IF EXISTS {name}")
+        return removed
 
     def _stored(self, vector: bytes) -> Any:
         import numpy as np

@@ -45,7 +45,7 @@ CREATE TABLE library(
   indexed_at text,
   analyzer integer NOT NULL DEFAULT 0,
   language text NOT NULL DEFAULT 'auto',
-  host text  -- the machine whose folder it is (store.postgres.repos.machine)
+  host text  -- the machine whose folder it is (store.records.this_machine)
 );
 
 CREATE TABLE entry(
