@@ -286,13 +286,18 @@ def _exact_top(brain: Any, query: str, k: int, library_ids: set[int] | None = No
     return [rows.ids[i] for i in order[:k]]
 
 
-def _index_scans(brain: Any, name: str) -> int:
-    """How often the index was scanned (the counts of the brain's own connection too)."""
+def _scans(brain: Any, name: str) -> dict[str, int]:
+    """How often the HNSW index and the vectors' table (any way) were read so far (the
+    brain's own connection's reads included)."""
     db = brain.store.db
     db.fetch("SELECT pg_stat_force_next_flush()")
     db.fetch("SELECT pg_stat_clear_snapshot()")
-    rows = db.fetch("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ?", (name,))
-    return int(rows[0][0]) if rows else -1
+    hnsw = db.one("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ?", (name,))
+    table = db.one(
+        "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables "
+        "WHERE relname = 'chunk_vec'"
+    )
+    return {"hnsw": int(hnsw), "table": int(table)}
 
 
 def test_a_large_index_searches_its_vectors_with_hnsw_not_in_memory(
@@ -304,12 +309,13 @@ def test_a_large_index_searches_its_vectors_with_hnsw_not_in_memory(
     import shutil
 
     from brainmap import ops
-    from brainmap.store.postgres.repos import ann_index_name
+    from brainmap.store.postgres.repos import ANN_BUILD_LOCK, PgVectorRepo, ann_index_name
 
     monkeypatch.setenv("BRAINMAP_DB", pg_url)
     home.mkdir(parents=True)
     shutil.copyfile(warm_cache, home / "vectors.db")
-    (home / "config.toml").write_text("[store]\nhnsw_from = 5\n")
+    # few candidates: the index's own answers are used, not an exact search of the table
+    (home / "config.toml").write_text("[store]\nhnsw_from = 5\n[search]\ncandidates = 3\n")
     brain = ops.Brain(home)
     ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
     small = library.parent / "small"
@@ -325,16 +331,21 @@ def test_a_large_index_searches_its_vectors_with_hnsw_not_in_memory(
     # answer the search's query: its expression and condition match
     brain.store.db.execute("SET enable_seqscan = off")
     brain.store.db.execute("SET enable_sort = off")
-    scans = _index_scans(brain, name)
-
-    for query in ("how to undo a git commit", "timeouts in asyncio", "descale the kettle"):
-        found = ops.search(brain, ops.SearchInput(query=query, mode="vector", limit=5))
-        assert [h.chunk_id for h in found.hits] == _exact_top(brain, query, 5)
+    ops.search(brain, ops.SearchInput(query="warm up", mode="vector", limit=3))
+    before = _scans(brain, name)
+    queries = ("how to undo a git commit", "timeouts in asyncio", "descale the kettle")
+    found = {
+        q: ops.search(brain, ops.SearchInput(query=q, mode="vector", limit=3)) for q in queries
+    }
+    after = _scans(brain, name)
+    # every search was one scan of the HNSW index and nothing else of the vectors' table
+    assert after["hnsw"] - before["hnsw"] == len(queries)
+    assert after["table"] - before["table"] == len(queries)
+    for query, result in found.items():
+        assert [h.chunk_id for h in result.hits] == _exact_top(brain, query, 3)
     assert brain.searcher.vectors.in_store
     assert len(brain.searcher.vectors) == brain.store.vectors.count(model)
     assert len(brain.searcher.vectors.snapshot()[0]) == 0  # no matrix in this process
-    assert _index_scans(brain, name) > scans  # the HNSW index answered, not a table scan
-
     brain.store.db.execute("RESET enable_seqscan")
     brain.store.db.execute("RESET enable_sort")
     # one library of one chunk among many: the index's candidates hold too few of it
@@ -359,6 +370,24 @@ def test_a_large_index_searches_its_vectors_with_hnsw_not_in_memory(
     assert vector_check().ok and "HNSW index over" in vector_check().detail
     brain.store.db.execute(f"DROP INDEX {name}")
     assert not vector_check().ok and "reindex" in (vector_check().fix or "")
+    # another process building it: this one goes on, neither waiting nor building
+    with psycopg.connect(pg_url, autocommit=True) as builder:
+        builder.execute("SELECT pg_advisory_lock(%s)", (ANN_BUILD_LOCK,))
+        assert ops.reindex(brain, ops.ReindexInput()).problems == []
+        assert brain.store.vectors.ann_dim(model) is None
+    # a role that does not own the tables cannot build it, and is told who can
+    member = pg_url.replace("postgresql://postgres@", "postgresql://hnsw_member@")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS hnsw_member")
+        conn.execute("CREATE ROLE hnsw_member LOGIN")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO hnsw_member")
+    db = PgDatabase(member)
+    refused = PgVectorRepo(db).ensure_ann(model, 5)
+    db.close()
+    assert refused and "owns the tables (postgres)" in refused and "reindex" in refused
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP OWNED BY hnsw_member")
+        conn.execute("DROP ROLE hnsw_member")
     ops.reindex(brain, ops.ReindexInput())
     assert vector_check().ok and brain.store.vectors.ann_dim(model) == 384
     brain.close()

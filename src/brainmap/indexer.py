@@ -1201,5 +1201,7 @@ def reindex(
             cache.close()
         store.db.checkpoint()
         # a large shared index: searched through an ANN index rather than in each process
-        store.vectors.ensure_ann(model_id_of(cfg.embedder), cfg.store.hnsw_from, progress)
+        problem = store.vectors.ensure_ann(model_id_of(cfg.embedder), cfg.store.hnsw_from, progress)
+        if problem:
+            report.problems.append(problem)
     return report

@@ -108,10 +108,8 @@ class _Snapshot:
 class _InStore:
     """A model whose vectors the database searches itself, with an ANN index."""
 
-    generation: int
     dim: int
-    count: int
-    checked: float  # time.monotonic() when the index was last seen
+    count: int  # as of the last look (every RECHECK_S): a count of a million rows costs
 
 
 class VectorIndex:
@@ -126,13 +124,14 @@ class VectorIndex:
     """
 
     MIN_CHANGES = 4096  # read changes rather than everything up to this many (or a quarter)
-    RECHECK_S = 30.0  # how long an ANN index is taken to be there without looking again
+    RECHECK_S = 30.0  # how often to look whether the database has (or lost) an ANN index
 
     def __init__(self, model: str) -> None:
         self.model = model
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None  # numpy loads with the first vector search
         self._in_store: _InStore | None = None
+        self._ann_checked = -float("inf")  # time.monotonic() of the last look for an ANN index
         self.full_loads = 0  # how each refresh went (tests and benchmarks read them)
         self.change_loads = 0
 
@@ -142,28 +141,29 @@ class VectorIndex:
         return self._in_store is not None
 
     def refresh(self, store: Store) -> None:
-        """Bring the matrix up to date with ``store`` if any vector was added or removed."""
+        """Bring the matrix up to date with ``store`` if any vector was added or removed;
+        every ``RECHECK_S``, look whether the database has (or lost) an ANN index."""
+        now = time.monotonic()
+        looked = now - self._ann_checked < self.RECHECK_S
+        if looked and self._in_store is not None:
+            return  # the database searches its current vectors
         generation = store.vectors.generation()
-        ann = self._in_store
-        if ann is not None and ann.generation == generation:
-            if time.monotonic() - ann.checked < self.RECHECK_S:
+        if looked and self._snapshot is not None and generation == self._snapshot.generation:
+            return
+        if not looked:
+            dim = store.vectors.ann_dim(self.model)
+            self._ann_checked = now
+            if dim is not None:
+                in_store = _InStore(dim, store.vectors.count(self.model))
+                with self._lock:  # after a load under way, so that it does not undo this
+                    self._in_store, self._snapshot = in_store, None  # the memory goes back
                 return
-        elif self._snapshot is not None and generation == self._snapshot.generation:
-            return
-        # a new generation (or time to look again): is there an ANN index for the model?
-        dim = store.vectors.ann_dim(self.model)
-        if dim is not None:
-            count = store.vectors.count(self.model)
-            self._in_store = _InStore(generation, dim, count, time.monotonic())
-            self._snapshot = None  # the memory goes back
-            return
-        self._in_store = None
-        if self._snapshot is not None and generation == self._snapshot.generation:
-            return
         with self._lock:
             snap = self._snapshot
-            if snap is not None and generation == snap.generation:
+            if self._in_store is None and snap is not None and generation == snap.generation:
                 return  # another thread refreshed meanwhile
+            if self._in_store is not None and looked:
+                return  # another thread found the ANN index meanwhile
             new = None
             if snap is not None:
                 limit = max(self.MIN_CHANGES, len(snap.ids) // 4)
@@ -175,7 +175,8 @@ class VectorIndex:
             if new is None:
                 new = _Snapshot.of(store.vectors.load(self.model))
                 self.full_loads += 1
-            self._snapshot = new
+            # searches go on to the ANN index (if it just went) until the matrix is ready
+            self._snapshot, self._in_store = new, None
 
     def __len__(self) -> int:
         if self._in_store is not None:

@@ -137,9 +137,12 @@ class VectorRepo:
         """The dimension of ``model``'s ANN index, when there is a usable one."""
         return None
 
-    def ensure_ann(self, model: str, at_least: int, progress: ProgressFn | None = None) -> bool:
-        """Give ``model`` an ANN index once it has ``at_least`` vectors; whether it has one."""
-        return False
+    def ensure_ann(
+        self, model: str, at_least: int, progress: ProgressFn | None = None
+    ) -> str | None:
+        """Give ``model`` an ANN index once it has ``at_least`` vectors: None when it has one,
+        needs none yet, or another process builds it; else why it has none."""
+        return None
 
     def ann_nearest(
         self,

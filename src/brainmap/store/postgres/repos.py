@@ -9,6 +9,7 @@ import hashlib
 import math
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from brainmap.errors import LibraryHeldElsewhere
@@ -212,6 +213,7 @@ EF_SEARCH = 100
 EXACT_ALLOWED = 20_000
 ANN_BUILD_LOCK = 0x626D_616E6E  # "bmann": one process builds an ANN index at a time
 ANN_PREFIX = "chunk_vec_hnsw_"
+MAX_BUILD_KB = 4 * 2**20  # the most maintenance_work_mem a build asks for: 4 GB
 
 
 def ann_index_name(model: str) -> str:
@@ -230,55 +232,80 @@ class PgVectorRepo(VectorRepo):
     (:meth:`ensure_ann`): a partial index over the vectors cast to their dimension, so that
     one model's vectors are indexed whatever other models the table holds."""
 
-    def __init__(self, db: Any) -> None:
-        super().__init__(db)
-        self._ef_search = 0  # what this connection's hnsw.ef_search was last set to
-
     def ann_dim(self, model: str) -> int | None:
         rows = self.db.fetch(
-            "SELECT i.indexdef FROM pg_indexes i JOIN pg_class c ON c.relname = i.indexname "
-            "JOIN pg_index x ON x.indexrelid = c.oid AND x.indisvalid "
-            "WHERE i.schemaname = current_schema() AND i.indexname = ?",
+            "SELECT pg_get_indexdef(x.indexrelid) FROM pg_index x "
+            "WHERE x.indexrelid = to_regclass(?) AND x.indisvalid",
             (ann_index_name(model),),
         )
         found = re.search(r"::vector\((\d+)\)", rows[0][0]) if rows else None
         return int(found.group(1)) if found else None
 
-    def ensure_ann(self, model: str, at_least: int, progress: ProgressFn | None = None) -> bool:
+    def ensure_ann(
+        self, model: str, at_least: int, progress: ProgressFn | None = None
+    ) -> str | None:
         """Build ``model``'s HNSW index once it has ``at_least`` vectors (CONCURRENTLY:
-        other machines go on writing meanwhile; one process at a time builds it, and a
-        build that was cut short is dropped and redone)."""
+        other machines go on writing meanwhile). One process builds it: while another does,
+        this one goes on without waiting; a build that was cut short is dropped and redone.
+        None when the index is there, not needed yet or being built; else why it is not."""
         if self.ann_dim(model) is not None:
-            return True
+            return None
         count = self.count(model)
         if count < at_least:
-            return False
-        name = ann_index_name(model)
-        self.db.fetch("SELECT pg_advisory_lock(?)", (ANN_BUILD_LOCK,))
+            return None
+        owner = self.db.fetch(
+            "SELECT r.rolname, pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c "
+            "JOIN pg_roles r ON r.oid = c.relowner WHERE c.oid = to_regclass('chunk_vec')"
+        )
+        if not owner or not owner[0][1]:
+            return (
+                f"{count:,} vectors are searched without an HNSW index: building it needs the "
+                f"role that owns the tables ({owner[0][0] if owner else '?'}); run "
+                "`brainmap reindex` as that role"
+            )
+        # no statement may wait for the lock: CREATE INDEX CONCURRENTLY waits for every
+        # open snapshot, and a waiting pg_advisory_lock() holds one (a deadlock)
+        if not self.db.one("SELECT pg_try_advisory_lock(?)", (ANN_BUILD_LOCK,)):
+            return None  # another process builds it
         try:
             if self.ann_dim(model) is not None:  # another process built it meanwhile
-                return True
-            dims = self.db.fetch(
+                return None
+            dims = [r[0] for r in self.db.fetch(
                 "SELECT DISTINCT vector_dims(vec) FROM chunk_vec WHERE model = ?", (model,)
-            )
+            )]  # fmt: skip
             if len(dims) != 1:
-                return False  # vectors of several sizes: not one model's, search exactly
+                return f"vectors of {model} come in sizes {dims}: searched without an index"
             if progress:
                 progress(f"HNSW index over {count:,} vectors", 0, None)
-            self.db.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # a build cut short
-            # a graph built in memory is built much faster than one that spills to disk
-            self.db.execute("SET maintenance_work_mem = '1GB'")
-            try:
-                self.db.execute(
-                    f"CREATE INDEX CONCURRENTLY {name} ON chunk_vec USING hnsw "
-                    f"((vec::vector({int(dims[0][0])})) vector_cosine_ops) "
-                    f"WHERE model = {sql_text(model)}"
-                )
-            finally:
-                self.db.execute("RESET maintenance_work_mem")
+            self._build(model, count, int(dims[0]))
+        except self.db.Error as exc:
+            return f"the HNSW index over {count:,} vectors could not be built: {exc}"
         finally:
-            self.db.fetch("SELECT pg_advisory_unlock(?)", (ANN_BUILD_LOCK,))
-        return self.ann_dim(model) is not None
+            with suppress(self.db.Error):
+                self.db.fetch("SELECT pg_advisory_unlock(?)", (ANN_BUILD_LOCK,))
+        return None
+
+    def _build(self, model: str, count: int, dim: int) -> None:
+        name = ann_index_name(model)
+        self.db.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # a build cut short
+        # a graph that fits in maintenance_work_mem is built many times faster than one that
+        # spills to disk: the vectors and about 16 neighbours each (pgvector's m = 16)
+        needed_kb = count * (dim * 4 + 400) * 12 // 10 // 1024
+        setting_kb = int(self.db.one(
+            "SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'"
+        ))  # fmt: skip
+        raised = setting_kb < needed_kb
+        if raised:
+            self.db.execute(f"SET maintenance_work_mem = '{min(needed_kb, MAX_BUILD_KB)}kB'")
+        try:
+            self.db.execute(
+                f"CREATE INDEX CONCURRENTLY {name} ON chunk_vec USING hnsw "
+                f"((vec::vector({dim})) vector_cosine_ops) WHERE model = {sql_text(model)}"
+            )
+        finally:
+            if raised:
+                with suppress(self.db.Error):
+                    self.db.execute("RESET maintenance_work_mem")
 
     def ann_nearest(
         self,
@@ -299,17 +326,16 @@ class PgVectorRepo(VectorRepo):
         if allowed is None or len(allowed) > EXACT_ALLOWED:
             ef = min(1000, max(EF_SEARCH, 2 * k))
             cast = f"::vector({int(dim)})"
-            if self._ef_search != ef:  # this connection's: a store is one connection
-                self.db.execute(f"SET hnsw.ef_search = {ef}")
-                self._ef_search = ef
             # the model inline: a partial index is used only when the planner sees that its
             # condition holds, which a parameter (in a prepared plan) does not show it
-            rows = self.db.fetch(
-                f"SELECT chunk_id, library_id, 1 - (vec{cast} <=> ?{cast}) "
-                f"FROM chunk_vec WHERE model = {sql_text(model)} "
-                f"ORDER BY vec{cast} <=> ?{cast} LIMIT ?",
-                (vector, vector, ef),
-            )
+            with self.db.reading():  # SET LOCAL: nothing outlives the search
+                self.db.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                rows = self.db.fetch(
+                    f"SELECT chunk_id, library_id, 1 - (vec{cast} <=> ?{cast}) "
+                    f"FROM chunk_vec WHERE model = {sql_text(model)} "
+                    f"ORDER BY vec{cast} <=> ?{cast} LIMIT ?",
+                    (vector, vector, ef),
+                )
             libraries = None if library_ids is None else set(library_ids)
             keep = set() if allowed is None else set(allowed.tolist())
             drop = set() if excluded is None else set(excluded.tolist())
@@ -349,7 +375,8 @@ class PgVectorRepo(VectorRepo):
             "AND tablename = 'chunk_vec' AND indexname LIKE ? AND indexname <> ?",
             (ANN_PREFIX + "%", keep),
         ):
-            self.db.execute(f"DROP INDEX IF EXISTS {name}")
+            with suppress(self.db.Error):  # a role that does not own it leaves it
+                self.db.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
         return removed
 
     def _stored(self, vector: bytes) -> Any:
