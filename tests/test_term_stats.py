@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from brainmap import ftsquery, ops
-from brainmap.ftsquery import TermStats, rarest
+from brainmap.ftsquery import TermStats, every_word, rarest
 from brainmap.store import Filters, Store
 from brainmap.store.entries import EntryRepo
 from conftest import write
@@ -103,13 +103,13 @@ def test_bm25_within_the_rare_terms_ranks_as_the_full_query(tmp_path: Path) -> N
     entries = brain.store.entries
     full = ["shared", "words", "quartz"]
     everything = entries.bm25(full, Filters(), 100, WEIGHTS)
-    within = entries.bm25(full, Filters(), 100, WEIGHTS, within=["quartz"])
+    within = entries.bm25(full, Filters(), 100, WEIGHTS, within=[["quartz"]])
     rare = set(entries.bm25(["quartz"], Filters(), 100, WEIGHTS))
     assert len(rare) == 9 and set(within) == rare
     assert within == [cid for cid in everything if cid in rare]  # the same scores, in order
     # the join taken when filters name metadata scores the same way
     only = Filters(library_ids=list(entries.library_ids(["notes"]).values()))
-    assert entries.bm25(full, only, 100, WEIGHTS, within=["quartz"]) == within
+    assert entries.bm25(full, only, 100, WEIGHTS, within=[["quartz"]]) == within
 
 
 def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
@@ -121,10 +121,46 @@ def test_a_search_scores_only_the_chunks_of_its_rarest_terms(
     monkeypatch.setattr(ftsquery, "RARE_ROWS", 10)
     brain.cfg.search.candidates = 5  # the 9 chunks of "quartz" are enough candidates
     analysis = brain.searcher.analyser.analyse(query)
-    assert analysis.rare_terms == ["quartz"]
+    assert analysis.cuts == [[["quartz"]]]
     hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=5)).hits
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
     assert all("quartz" in h.text for h in hits)
+
+
+def test_every_word_cuts_only_a_large_match_the_rarest_words_first() -> None:
+    forms = {"files": ("files", "file"), "list": ("list",), "hidden": ("hidden",)}
+    freqs = {"files": 900, "file": 4000, "list": 3000, "hidden": 200}
+    terms = ["files", "file", "list", "hidden"]
+    assert every_word(terms, forms, freqs, 10_000) == []  # 8,100 chunks: all scored
+    assert every_word(terms, forms, freqs, 5_000) == [
+        [["hidden"], ["list"], ["files", "file"]],  # every word, the rarest first
+        [["hidden"], ["list"]],  # then the two rarest
+    ]
+    assert every_word(["files", "file"], forms, freqs, 10) == []  # one word: nothing to cut
+
+
+def test_a_query_of_frequent_words_scores_the_chunks_holding_all_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query whose words match many chunks scores those holding every word, and ranks
+    them as scoring every match would: they are its best."""
+    root = tmp_path / "lib"
+    for n in range(60):
+        words = ("alpha beta", "alpha gamma", "beta delta")[n % 3]
+        write(root / f"n{n:04}.md", f"# note {n}\n\n{words} about topic {n}.\n")
+    brain = _text_brain(tmp_path / "home", root)
+    query = "alpha beta"
+    exact = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=10)).hits
+    monkeypatch.setattr(ftsquery, "EVERY_WORD_ROWS", 30)  # 40 + 40 chunks hold one of them
+    brain.cfg.search.candidates = 10  # the 20 holding both are enough candidates
+    assert brain.searcher.analyser.analyse(query).cuts == [[["alpha"], ["beta"]]]
+    hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=10)).hits
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+    assert all("alpha beta" in h.text for h in hits)
+    # more wanted than hold both: every match is scored after all
+    brain.cfg.search.candidates = 30
+    wider = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=30)).hits
+    assert len(wider) == 30 and any("alpha gamma" in h.text for h in wider)
 
 
 def test_no_more_searches_run_at_once_than_the_slots(
@@ -205,6 +241,6 @@ def test_rare_terms_never_cut_the_hits_short(
     assert len(hits.hits) == 10 and hits.hits[0].title == "typo"
     # the rare word's only chunk is outside the library searched: every match is scored
     query = "shared words quartzite"
-    assert "quartzite" in brain.searcher.analyser.analyse(query).rare_terms
+    assert "quartzite" in brain.searcher.analyser.analyse(query).cuts[-1][0]
     found = brain.searcher.search(query, mode="bm25", libraries=["notes"], floor=False)
     assert len(found.hits) == 10  # (no floor: the rarest word is nowhere in this library)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
 MAX_CANDIDATE_TERMS = 400
 RARE_ROWS = 2000  # the chunks a query's rarest terms may hold for BM25 to score only those
+#: a query whose words' chunks number more than this together scores those holding all of
+#: its words first (below, scoring every match costs little)
+EVERY_WORD_ROWS = 20_000
 MAX_CACHED_TERMS = 200_000  # document frequencies kept
 STALE_SHARE = 0.01  # of the index changed since they were read: frequencies are read again
 
@@ -39,8 +42,9 @@ class QueryAnalysis:
     that match it and its weight (IDF)."""
 
     terms: list[str]
-    # the chunks worth scoring: those holding one of the query's rarest terms (empty: all)
-    rare_terms: list[str]
+    # where the best chunks are, tried in turn until one holds enough (then every match):
+    # each a list of groups of terms, a chunk holding one term of every group (see cuts())
+    cuts: list[list[list[str]]]
     words: list[tuple[str, tuple[str, ...], float]]
     languages: tuple[str, ...]
     known: bool  # some word of the query is in the index (as written or by stem)
@@ -64,6 +68,28 @@ def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) ->
         chosen.append(term)
         held += freqs[term]
     return chosen if held >= at_least and len(chosen) < len(terms) else []
+
+
+def every_word(
+    terms: list[str], forms_of_word: dict[str, tuple[str, ...]], freqs: dict[str, int], rows: int
+) -> list[list[list[str]]]:
+    """When the chunks holding one of ``terms`` number more than ``rows``: those holding every
+    word of the query (one of its forms among ``terms``), then those holding its two rarest
+    words; else none. (Each word fewer in turn costs a query each: too many.)
+
+    Scoring every chunk that holds one of a few frequent words costs the most (tldr repeated
+    to 1M chunks: seconds on PostgreSQL), and those holding all of them rank first anyway:
+    Elasticsearch's common terms query makes the same cut for queries of frequent terms."""
+    if sum(freqs[t] for t in terms) <= rows:
+        return []
+    kept = set(terms)
+    groups: list[list[str]] = []
+    for forms in forms_of_word.values():
+        group = [f for f in forms if f in kept]
+        if group and group not in groups:
+            groups.append(group)
+    groups.sort(key=lambda group: max(freqs.get(f, 0) for f in group))
+    return [groups] + ([groups[:2]] if len(groups) > 2 else []) if len(groups) > 1 else []
 
 
 #: Terms in at most this many chunks are checked against a team user's libraries (a check
@@ -119,13 +145,14 @@ class QueryAnalyser:
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
         rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, self.cfg.search.candidates)
+        cuts = [] if phrases else every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS)
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in forms_of_word.items()
         ]
         return QueryAnalysis(
             terms=phrases + keep,
-            rare_terms=rare,
+            cuts=cuts + ([[rare]] if rare else []),
             words=weighed,
             languages=languages,
             known=any(freqs.get(f) for _, forms, _ in weighed for f in forms),

@@ -319,13 +319,7 @@ class Searcher:
                 weights = (
                     settings.title_weight, settings.heading_weight, 1.0, settings.forms_weight
                 )  # fmt: skip
-                bm25_ids = self.store.entries.bm25(
-                    analysis.terms, filters, depth, weights, analysis.rare_terms or None
-                )
-                if analysis.rare_terms and len(bm25_ids) < depth:
-                    # the rare terms' chunks fall outside the filters, or fewer hold them
-                    # than their frequencies said: every match is scored after all
-                    bm25_ids = self.store.entries.bm25(analysis.terms, filters, depth, weights)
+                bm25_ids = self._bm25(analysis, filters, depth, weights)
         else:  # the terms still pick the snippet
             result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 
@@ -364,6 +358,17 @@ class Searcher:
         if floor and result.match == NONE and result.hits:
             result.hits = []  # nothing close: ten confident-looking hits would mislead
         return result
+
+    def _bm25(
+        self, analysis: QueryAnalysis, filters: Filters, depth: int, weights: tuple[float, ...]
+    ) -> list[int]:
+        """The BM25 list, scored where the analysis says the best chunks are (its cuts, in
+        turn, until one holds ``depth`` that pass the filters), else over every match."""
+        for cut in analysis.cuts:
+            found = self.store.entries.bm25(analysis.terms, filters, depth, weights, cut)
+            if len(found) >= depth:
+                return found
+        return self.store.entries.bm25(analysis.terms, filters, depth, weights)
 
     def search_expanded(
         self,

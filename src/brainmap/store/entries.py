@@ -606,12 +606,12 @@ class EntryRepo:
         filters: Filters,
         limit: int,
         weights: tuple[float, ...],
-        within: Sequence[str] | None = None,
+        within: Sequence[Sequence[str]] | None = None,
     ) -> list[int]:
         """Chunk ids matching any of ``terms`` (folded words, or phrases of them joined by
         spaces), best BM25 first. ``weights`` are those of the title, heading, body and forms
-        columns (missing ones weigh 1). With ``within``, only the chunks that also match one
-        of those terms are scored."""
+        columns (missing ones weigh 1). With ``within``, only the chunks that also match a
+        term of each of its groups are scored."""
         match = fts_expression(terms)
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
@@ -620,7 +620,9 @@ class EntryRepo:
         scored = "" if within is None else (
             " AND +{rowid} IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ?)"
         )  # fmt: skip
-        extra = [] if within is None else [fts_expression(within)]
+        extra = [] if within is None else [
+            " AND ".join(f"({fts_expression(group)})" for group in within)
+        ]  # fmt: skip
         if filters.metadata_sql()[0] == "TRUE":
             # no join per match: the few inactive entries' chunks are left out by one set
             # (the partial index entry_inactive finds them), read once per query

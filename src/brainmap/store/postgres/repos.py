@@ -109,7 +109,7 @@ class PgEntryRepo(EntryRepo):
         filters: Filters,
         limit: int,
         weights: tuple[float, ...],
-        within: Sequence[str] | None = None,
+        within: Sequence[Sequence[str]] | None = None,
     ) -> list[int]:
         terms = list(
             dict.fromkeys(" ".join(clip(w) for w in t.split()) for t in terms if t.split())
@@ -122,7 +122,8 @@ class PgEntryRepo(EntryRepo):
         idf = {t: max(math.log((chunks - hits[t] + 0.5) / (hits[t] + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
         where, params = filters.sql()
         rare = "" if not within else " AND c.tsv @@ ?::tsquery"
-        matching = [tsquery(terms), *([tsquery(within)] if within else []), *params]
+        cut = " & ".join(f"({tsquery(group)})" for group in within or ())
+        matching = [tsquery(terms), *([cut] if within else []), *params]
         if all(" " not in t for t in terms):
             # words only: PostgreSQL scores, and only the best come back
             rows = self.db.fetch(
