@@ -6,8 +6,8 @@
   slots of ``[search] concurrency`` (``gated``: the default, one more than the CPUs) and
   without them (``ungated``: as many slots as threads); the queries' vectors are cached first,
   so that what is measured is the search, not the model.
-- ``bm25``: BM25 over the whole index (38k pages) scored only where the query's rarest terms
-  are (``rare``, the default) and on every match (``every``): hit@5 and MRR@10 of a query made
+- ``bm25``: BM25 over the whole index (38k pages) scored only where the query's cuts say (its
+  words, its rarest terms: ``rare``, the default) and on every match (``every``): hit@5 and MRR@10 of a query made
   of one example's description for that command's page, ms per BM25 query, and how many of
   the first ten hits the two share.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import unpack
-from brainmap import ftsquery, ops
+from brainmap import ops
 from serve import build_home
 from tldr import sample_queries
 
@@ -53,19 +53,25 @@ def searches_per_s(brain: ops.Brain, queries: list[str], threads: int, seconds: 
     return sum(done) / (time.monotonic() - started)
 
 
-def bm25_quality(brain: ops.Brain, queries: list[tuple[str, str, str]], rows: int) -> dict:
-    """hit@5, MRR@10 and ms per BM25 query with ``RARE_ROWS`` = ``rows``, and the hits."""
-    ftsquery.RARE_ROWS = rows
+def bm25_quality(brain: ops.Brain, queries: list[tuple[str, str, str]], cut: bool) -> dict:
+    """hit@5, MRR@10 and ms per BM25 query scored where the query's cuts say (``cut``) or on
+    every match, the hits, and how many queries were cut by their words or rare terms."""
     analyser, entries = brain.searcher.analyser, brain.store.entries
     filters = brain.searcher.filters()
     found, reciprocal, times, tops = 0, 0.0, [], []
+    by_words = by_rare = 0
     for _, query, name in queries:
         analysis = analyser.analyse(query)
-        if not analysis.expression:
+        if not analysis.terms:
             tops.append([])
             continue
+        by_words += any(len(c) > 1 for c in analysis.cuts)
+        by_rare += any(len(c) == 1 for c in analysis.cuts)
         started = time.perf_counter()
-        ids = entries.bm25(analysis.expression, filters, 50, WEIGHTS, analysis.rare_expression)
+        if cut:
+            ids = brain.searcher.bm25(analysis, filters, 50, WEIGHTS)
+        else:
+            ids = entries.bm25(analysis.terms, filters, 50, WEIGHTS)
         times.append(time.perf_counter() - started)
         rows_by_id = entries.hits(ids[:10])
         names = [Path(rows_by_id[i].path).name for i in ids[:10] if i in rows_by_id]
@@ -78,6 +84,8 @@ def bm25_quality(brain: ops.Brain, queries: list[tuple[str, str, str]], rows: in
         "mrr@10": round(reciprocal / len(queries), 4),
         "ms": round(statistics.mean(times) * 1000, 2),
         "tops": tops,
+        "cut_by_words": by_words,
+        "cut_by_rare_terms": by_rare,
     }
 
 
@@ -107,8 +115,8 @@ def main() -> None:
 
     brain = ops.Brain(home)
     tldr_queries = sample_queries(data, args.queries, seed=11)
-    rare = bm25_quality(brain, tldr_queries, ftsquery.RARE_ROWS)
-    every = bm25_quality(brain, tldr_queries, 10**12)
+    rare = bm25_quality(brain, tldr_queries, cut=True)
+    every = bm25_quality(brain, tldr_queries, cut=False)
     shared = [
         len(set(a) & set(b)) / len(b) for a, b in zip(rare["tops"], every["tops"], strict=True) if b
     ]

@@ -282,7 +282,7 @@ class StoreSettings:
     searches exactly)."""
 
     url: str = ""
-    hnsw_from: int = 100_000
+    hnsw_from: int = 10_000
 
 
 @dataclass

@@ -319,7 +319,7 @@ class Searcher:
                 weights = (
                     settings.title_weight, settings.heading_weight, 1.0, settings.forms_weight
                 )  # fmt: skip
-                bm25_ids = self._bm25(analysis, filters, depth, weights)
+                bm25_ids = self.bm25(analysis, filters, depth, weights)
         else:  # the terms still pick the snippet
             result.terms = [word for word, _, _ in analysis.words][:MAX_QUERY_TERMS]
 
@@ -359,7 +359,7 @@ class Searcher:
             result.hits = []  # nothing close: ten confident-looking hits would mislead
         return result
 
-    def _bm25(
+    def bm25(
         self, analysis: QueryAnalysis, filters: Filters, depth: int, weights: tuple[float, ...]
     ) -> list[int]:
         """The BM25 list, scored where the analysis says the best chunks are (its cuts, in
