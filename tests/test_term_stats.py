@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from brainmap import ftsquery, ops
 from brainmap.ftsquery import TermStats, every_word, rarest
 from brainmap.store import Filters, Store
 from brainmap.store.entries import EntryRepo
-from conftest import write
+from conftest import both_backends, write
 
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
 
@@ -131,35 +132,71 @@ def test_every_word_cuts_only_a_large_match_the_rarest_words_first() -> None:
     forms = {"files": ("files", "file"), "list": ("list",), "hidden": ("hidden",)}
     freqs = {"files": 900, "file": 4000, "list": 3000, "hidden": 200}
     terms = ["files", "file", "list", "hidden"]
-    assert every_word(terms, forms, freqs, 10_000) == []  # 8,100 chunks: all scored
-    assert every_word(terms, forms, freqs, 5_000) == [
+    assert every_word(terms, forms, freqs, 10_000, 50) == []  # 8,100 chunks: all scored
+    assert every_word(terms, forms, freqs, 5_000, 50) == [
         [["hidden"], ["list"], ["files", "file"]],  # every word, the rarest first
         [["hidden"], ["list"]],  # then the two rarest
     ]
-    assert every_word(["files", "file"], forms, freqs, 10) == []  # one word: nothing to cut
+    assert every_word(terms, forms, freqs, 5_000, 500) == []  # "hidden" cannot hold 500
+    assert every_word(["files", "file"], forms, freqs, 10, 1) == []  # one word: nothing to cut
+
+
+@both_backends
+def test_bm25_within_groups_scores_the_chunks_holding_a_term_of_each(
+    backend: str, tmp_path: Path
+) -> None:
+    brain = _text_brain(tmp_path / "home", _words_library(tmp_path / "lib"))
+    entries = brain.store.entries
+    terms = ["alpha", "beta", "gamma", "delta"]
+    everything = entries.bm25(terms, Filters(), 100, WEIGHTS)
+    held = {
+        h.chunk_id
+        for h in entries.hits(everything).values()
+        if ("alpha" in h.text or "gamma" in h.text) and "beta" in h.text
+    }
+    within = entries.bm25(terms, Filters(), 100, WEIGHTS, within=[["alpha", "gamma"], ["beta"]])
+    assert 0 < len(within) < len(everything)
+    assert within == [cid for cid in everything if cid in held]  # the same scores, in order
+    assert entries.bm25(terms, Filters(), 100, WEIGHTS, within=[[], []]) == everything
+    brain.close()
+
+
+def _words_library(root: Path) -> Path:
+    for n in range(60):
+        words = ("alpha beta", "alpha gamma", "beta delta")[n % 3]
+        write(root / f"n{n:04}.md", f"# note {n}\n\n{words} about topic {n}.\n")
+    return root
 
 
 def test_a_query_of_frequent_words_scores_the_chunks_holding_all_of_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A query whose words match many chunks scores those holding every word, and ranks
-    them as scoring every match would: they are its best."""
-    root = tmp_path / "lib"
-    for n in range(60):
-        words = ("alpha beta", "alpha gamma", "beta delta")[n % 3]
-        write(root / f"n{n:04}.md", f"# note {n}\n\n{words} about topic {n}.\n")
-    brain = _text_brain(tmp_path / "home", root)
+    """A query of frequent words only, matching many chunks, scores those holding every word
+    (here they are its best, as they mostly are)."""
+    brain = _text_brain(tmp_path / "home", _words_library(tmp_path / "lib"))
     query = "alpha beta"
     exact = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=10)).hits
     monkeypatch.setattr(ftsquery, "EVERY_WORD_ROWS", 30)  # 40 + 40 chunks hold one of them
     brain.cfg.search.candidates = 10  # the 20 holding both are enough candidates
     assert brain.searcher.analyser.analyse(query).cuts == [[["alpha"], ["beta"]]]
+    asked: list[tuple[Any, int]] = []
+    bm25 = brain.store.entries.bm25
+
+    def spy(*args: Any, **kwargs: Any) -> list[int]:
+        found = bm25(*args, **kwargs)
+        asked.append((args[4] if len(args) > 4 else kwargs.get("within"), len(found)))
+        return found
+
+    monkeypatch.setattr(brain.store.entries, "bm25", spy)
     hits = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=10)).hits
+    assert asked == [([["alpha"], ["beta"]], 10)]  # one query, the cut's
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
     assert all("alpha beta" in h.text for h in hits)
     # more wanted than hold both: every match is scored after all
+    asked.clear()
     brain.cfg.search.candidates = 30
     wider = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=30)).hits
+    assert asked == [([["alpha"], ["beta"]], 20), (None, 30)]  # the cut held 20 of the 30
     assert len(wider) == 30 and any("alpha gamma" in h.text for h in wider)
 
 

@@ -43,7 +43,8 @@ class QueryAnalysis:
 
     terms: list[str]
     # where the best chunks are, tried in turn until one holds enough (then every match):
-    # each a list of groups of terms, a chunk holding one term of every group (see cuts())
+    # each a list of groups of terms, a chunk holding one term of every group: its words
+    # (every_word) or one group of its rarest terms (rarest)
     cuts: list[list[list[str]]]
     words: list[tuple[str, tuple[str, ...], float]]
     languages: tuple[str, ...]
@@ -71,15 +72,21 @@ def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) ->
 
 
 def every_word(
-    terms: list[str], forms_of_word: dict[str, tuple[str, ...]], freqs: dict[str, int], rows: int
+    terms: list[str],
+    forms_of_word: dict[str, tuple[str, ...]],
+    freqs: dict[str, int],
+    rows: int,
+    at_least: int,
 ) -> list[list[list[str]]]:
     """When the chunks holding one of ``terms`` number more than ``rows``: those holding every
     word of the query (one of its forms among ``terms``), then those holding its two rarest
-    words; else none. (Each word fewer in turn costs a query each: too many.)
+    words; else none, and none that cannot hold ``at_least`` chunks (its rarest word is in
+    fewer). (Each word fewer in turn would cost a query each: too many.)
 
     Scoring every chunk that holds one of a few frequent words costs the most (tldr repeated
-    to 1M chunks: seconds on PostgreSQL), and those holding all of them rank first anyway:
-    Elasticsearch's common terms query makes the same cut for queries of frequent terms."""
+    to 1M chunks: seconds on PostgreSQL), and those holding all of them rank first but for a
+    few (a chunk holding one word many times, or in its title, can outrank them): the same
+    trade as Elasticsearch's common terms query for a query of frequent terms only."""
     if sum(freqs[t] for t in terms) <= rows:
         return []
     kept = set(terms)
@@ -88,8 +95,10 @@ def every_word(
         group = [f for f in forms if f in kept]
         if group and group not in groups:
             groups.append(group)
-    groups.sort(key=lambda group: max(freqs.get(f, 0) for f in group))
-    return [groups] + ([groups[:2]] if len(groups) > 2 else []) if len(groups) > 1 else []
+    if len(groups) < 2 or min(sum(freqs[f] for f in g) for g in groups) < at_least:
+        return []
+    groups.sort(key=lambda group: max(freqs[f] for f in group))
+    return [groups] + ([groups[:2]] if len(groups) > 2 else [])
 
 
 #: Terms in at most this many chunks are checked against a team user's libraries (a check
@@ -144,8 +153,14 @@ class QueryAnalyser:
             keep = [min(present, key=lambda t: freqs[t])]
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
-        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, self.cfg.search.candidates)
-        cuts = [] if phrases else every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS)
+        wanted = self.cfg.search.candidates
+        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, wanted)
+        # frequent words only (no rare terms to cut by): those holding every word
+        cuts = (
+            every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS, wanted)
+            if not phrases and not rare
+            else []
+        )
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in forms_of_word.items()

@@ -613,6 +613,7 @@ class EntryRepo:
         columns (missing ones weigh 1). With ``within``, only the chunks that also match a
         term of each of its groups are scored."""
         match = fts_expression(terms)
+        within = [group for group in within or () if group] or None
         weights = (*weights, 1.0, 1.0, 1.0, 1.0)[:4]
         where, params = filters.sql()
         # `+rowid` keeps the candidates out of FTS5's own plan: offered as rowid = ?, each

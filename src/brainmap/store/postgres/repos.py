@@ -121,6 +121,7 @@ class PgEntryRepo(EntryRepo):
         average = max(total_words / max(chunks, 1), 1e-9)
         idf = {t: max(math.log((chunks - hits[t] + 0.5) / (hits[t] + 0.5)), MIN_IDF) for t in terms}  # fmt: skip
         where, params = filters.sql()
+        within = [group for group in within or () if group] or None
         rare = "" if not within else " AND c.tsv @@ ?::tsquery"
         cut = " & ".join(f"({tsquery(group)})" for group in within or ())
         matching = [tsquery(terms), *([cut] if within else []), *params]
