@@ -198,6 +198,14 @@ def test_a_query_of_frequent_words_scores_the_chunks_holding_all_of_them(
     wider = ops.search(brain, ops.SearchInput(query=query, mode="bm25", limit=30)).hits
     assert asked == [([["alpha"], ["beta"]], 20), (None, 30)]  # the cut held 20 of the 30
     assert len(wider) == 30 and any("alpha gamma" in h.text for h in wider)
+    # a rare term's few chunks go first; in many (a large index), after every word
+    monkeypatch.setattr(ftsquery, "RARE_ROWS", 25)  # "delta" alone fits
+    brain.cfg.search.candidates = 10
+    assert brain.searcher.analyser.analyse("alpha beta delta").cuts == [[["delta"]]]
+    monkeypatch.setattr(ftsquery, "RARE_FIRST_ROWS", 10)  # its 20 chunks are many
+    assert brain.searcher.analyser.analyse("alpha beta delta").cuts == [
+        [["delta"], ["alpha"], ["beta"]], [["delta"], ["alpha"]], [["delta"]],
+    ]  # fmt: skip
 
 
 def test_no_more_searches_run_at_once_than_the_slots(
