@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from brainmap import ops
+from brainmap.embedders import model_id_of
+from brainmap.store.records import VectorRows
 from conftest import EXAMPLE, ROOT, both_backends, free_port, run_cli
 
 MODES = ("bm25", "vector", "hybrid")
@@ -36,6 +38,11 @@ def _scored(brain: ops.Brain, queries: list[str]) -> dict[tuple[str, str], list[
                 (h.library, h.path, h.line_start, h.match, h.score) for h in result.hits
             ]
     return out
+
+
+def _rows(vectors: VectorRows) -> list[bytes]:
+    width = len(vectors.vectors) // max(len(vectors.ids), 1)
+    return [vectors.vectors[i * width : (i + 1) * width] for i in range(len(vectors.ids))]
 
 
 def _brain(home: Path, library: Path, cache: Path) -> ops.Brain:
@@ -79,6 +86,8 @@ def test_a_brain_moves_to_postgres_without_embedding_anything(
     reindexing embeds nothing again."""
     before = _answers(brain, ["take back the commit I just made", "cache redis"])
     chunks = brain.store.counts()["chunks"]
+    model = model_id_of(brain.cfg.embedder)
+    vectors = brain.store.vectors.load(model)
     brain.close()
     monkeypatch.setenv("BRAINMAP_DB", pg_url)
     moved = ops.Brain(home)
@@ -86,6 +95,11 @@ def test_a_brain_moves_to_postgres_without_embedding_anything(
     assert report.embedding is not None
     assert report.embedding.embedded == 0 and report.embedding.cached == chunks
     assert moved.store.counts()["chunks"] == chunks
+    # the same float32s come back out of pgvector (read in its binary form)
+    moved_vectors = moved.store.vectors.load(model)
+    assert len(vectors.ids) == chunks and len(moved_vectors.ids) == chunks
+    # chunk ids may differ between the two indexes: compare the vectors as a multiset
+    assert sorted(_rows(vectors)) == sorted(_rows(moved_vectors))
     assert _answers(moved, ["take back the commit I just made", "cache redis"]) == before
     moved.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -51,6 +52,7 @@ def test_watch_follows_create_edit_delete(home: Path, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "--home", str(home), "watch", "lib"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread's stack
     )  # fmt: skip
     try:
         _eventually(lambda: _paths(home, "platypus") == ["first.md"])
@@ -62,6 +64,11 @@ def test_watch_follows_create_edit_delete(home: Path, tmp_path: Path) -> None:
         _eventually(lambda: _paths(home, "wombat") == [])
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # say where it hangs
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"watch did not stop on SIGINT:\n{out}\n{err}") from None
     assert proc.returncode == 0, err
     assert "stopped" in out and "Traceback" not in err

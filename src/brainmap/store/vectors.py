@@ -22,6 +22,7 @@ class VectorRepo:
         self.db = db
 
     # how a vector is stored: SQLite keeps its float32 bytes as they are
+    VEC = "vec"  # the column as selected
 
     def _stored(self, vector: bytes) -> Any:
         return vector
@@ -89,7 +90,8 @@ class VectorRepo:
         with self.db.reading():
             generation = self.generation()
             rows = self.db.rows(
-                "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? ORDER BY chunk_id",
+                f"SELECT chunk_id, library_id, {self.VEC} FROM chunk_vec WHERE model = ? "
+                "ORDER BY chunk_id",
                 (model,),
             )
         return VectorRows(
@@ -117,7 +119,7 @@ class VectorRepo:
             rows: list[tuple[Any, ...]] = []
             for part in batched(touched):
                 rows += self.db.rows(
-                    "SELECT chunk_id, library_id, vec FROM chunk_vec WHERE model = ? AND "
+                    f"SELECT chunk_id, library_id, {self.VEC} FROM chunk_vec WHERE model = ? AND "
                     f"chunk_id IN ({marks(len(part))}) ORDER BY chunk_id",
                     [model, *part],
                 )
@@ -170,7 +172,8 @@ class VectorRepo:
     def of_library(self, library_id: int, model: str) -> list[bytes]:
         """Every chunk vector of one library and model."""
         rows = self.db.rows(
-            "SELECT vec FROM chunk_vec WHERE library_id = ? AND model = ?", (library_id, model)
+            f"SELECT {self.VEC} FROM chunk_vec WHERE library_id = ? AND model = ?",
+            (library_id, model),
         )
         return [self._read(r[0]) for r in rows]
 
