@@ -167,10 +167,10 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
             wrote = await session.call_tool(
                 "save", {"title": "MCP note", "body": "x", "library": "brain"}
             )
-            # the same instructions for every user: no library map in them
-            assert init.instructions and "Call `map`" in init.instructions
-            assert "Zurich" not in init.instructions and "Library map" not in init.instructions
+            maps[token] = init.instructions or ""
             return listed, dict(found.structured_content or {}), opened, wrote
+
+    maps: dict[str, str] = {}
 
     listed, found, opened, wrote = anyio.run(session_of, tokens["alice"])
     assert {"search", "get", "save", "ingest", "map"} <= listed
@@ -181,6 +181,15 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
     listed, found, opened, wrote = anyio.run(session_of, tokens["bob"])
     assert "save" not in listed and "search" in listed  # bob writes nowhere
     assert found["hits"][0]["id"] == secret and not opened.is_error
+    # each user's session starts with the map of what they may read, and no more
+    alice_map, bob_map = maps[tokens["alice"]], maps[tokens["bob"]]
+    assert "Library map (1 library" in alice_map and "- example (" in alice_map
+    assert "- brain (" not in alice_map and "Zurich" not in alice_map
+    assert "Zebra Vault" not in alice_map  # nor what they share with it
+    assert "- brain (" in bob_map and "- example (" not in bob_map
+    assert "`save`" in alice_map and "`save`" not in bob_map  # bob writes nowhere
+    assert "Your roles on this team do not give you these tools: " in bob_map
+    assert "read-only" not in bob_map
     # no token, no session: the guard answers before the MCP transport
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     refused = httpx.post(f"{url}/mcp", json=hello, headers=_as("bmt_" + "y" * 43))

@@ -515,9 +515,8 @@ def compact(all_blocks: Sequence[MapBlock], budget_tokens: int) -> str:
     """
     budget = budget_tokens * CHARS_PER_TOKEN
     ordered = sorted(all_blocks, key=lambda b: (-b.triplet_count, -b.entries, b.library))
-    header = (
-        f"Library map ({len(ordered)} libraries; `map` lists them, `get_map` gives one in full):"
-    )
+    count = f"{len(ordered)} {'library' if len(ordered) == 1 else 'libraries'}"
+    header = f"Library map ({count}; `map` lists them, `get_map` gives one in full):"
     if not ordered:
         return header + "\n(no library is indexed yet)"
     for full in (True, False):

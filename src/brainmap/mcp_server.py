@@ -8,10 +8,11 @@ what the brain holds and to search before anything else.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,9 @@ from brainmap.ops import (
 )
 
 if TYPE_CHECKING:
-    from brainmap.team import Team
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from brainmap.team import Principal, Team
 
 log = logging.getLogger("brainmap.mcp")
 
@@ -88,14 +91,25 @@ _TEAM_MAP = (
     "sees only those. Call `map` for the libraries you may read, what each is about, and "
     "where to search."
 )
+_NO_LIBRARY = "You may read no library of this brain yet: ask an admin of its team for a role."
+
+#: The ASGI scope of the HTTP request being served at /mcp: the session a request opens
+#: takes its user's instructions from it (the SDK runs each message in its sender's context)
+_REQUEST_SCOPE: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "brainmap_mcp_request_scope", default=None
+)
 
 
 def instructions(
-    brain: Brain, offered: Collection[str] | None = None, *, team: bool = False
+    brain: Brain,
+    offered: Collection[str] | None = None,
+    *,
+    team: bool = False,
+    libraries: list[str] | None = None,
 ) -> str:
     """What the agent should know first: how to use the tools ``offered`` (default: all),
-    and the library map (with a ``team``, how to get the map of the user's libraries: the
-    instructions are the same for every user)."""
+    and the map of ``libraries`` (default: all; with a ``team`` and no libraries given, how
+    to get the map instead, for a session whose user is not known)."""
     every = set(tools(read_only=False))
     given = every if offered is None else set(offered)
     # a sentence that recommends a tool this server does not offer is left out: the tool
@@ -103,42 +117,100 @@ def instructions(
     lines = [line for line in _GUIDE if set(_MENTION.findall(line)) & every <= given]
     if every - given:
         dropped = ", ".join(sorted(every - given))
-        lines.append(f"This server is read-only: the tools that write ({dropped}) are not offered.")
-    return "\n".join([*lines, "", _TEAM_MAP if team else map_text(brain)])
+        lines.append(
+            f"Your roles on this team do not give you these tools: {dropped}."
+            if team and libraries is not None
+            else f"This server is read-only: the tools that write ({dropped}) are not offered."
+        )
+    if libraries is not None and not libraries:
+        the_map = _NO_LIBRARY
+    elif team and libraries is None:
+        the_map = _TEAM_MAP
+    else:
+        the_map = map_text(brain, libraries)
+    return "\n".join([*lines, "", the_map])
+
+
+def _team_instructions(brain: Brain, offered: Mapping[str, Op], principal: Principal) -> str:
+    """A team user's instructions: the tools their roles let them use, the map of the
+    libraries they may read (seen as their calls see the index)."""
+    from brainmap.ops.access import offered as may_use
+    from brainmap.team import Role
+
+    mine = [name for name, o in offered.items() if may_use(o, principal)]
+    readable = principal.within(Role.READ, [lib.name for lib in brain.cfg.libraries])
+    view = None if principal.may_everywhere(Role.READ) else readable
+    with brain.store.db.seeing(view):
+        return instructions(brain, mine, team=True, libraries=readable)
 
 
 class _BrainServer(Server[Any]):
     """A server whose instructions follow the library map: they are rebuilt for the next
-    session whenever a map block or the list of libraries changed."""
+    session whenever a map block or the list of libraries changed. With a team, each user's
+    session gets the map of what they may read."""
 
-    def __init__(self, brain: Brain, offered: Collection[str], team: bool, **kwargs: Any) -> None:
+    def __init__(self, brain: Brain, offered: Mapping[str, Op], team: bool, **kwargs: Any) -> None:
         self._brain = brain
         self._offered = offered
         self._team = team
-        self._cached: tuple[Any, str] | None = None
+        # by the user's roles (None: no user): the state they were made for, and the text
+        self._cached: dict[Any, tuple[Any, str]] = {}
         super().__init__(**kwargs)
 
     @property
     def instructions(self) -> str:
+        principal = _principal() if self._team else None
+        who = None if principal is None else tuple(sorted(principal.roles.items()))
+        cached = self._cached.get(who)
         try:
             key = (
                 self._brain.store.maps.generation(),
                 tuple(x.name for x in self._brain.cfg.libraries),
             )
-            if self._cached is None or self._cached[0] != key:
-                self._cached = (key, instructions(self._brain, self._offered, team=self._team))
+            if cached is None or cached[0] != key:
+                if principal is None:
+                    text = instructions(self._brain, self._offered, team=self._team)
+                else:
+                    text = _team_instructions(self._brain, self._offered, principal)
+                cached = self._cached[who] = (key, text)
         except Exception:  # a busy or damaged index must not stop a session from opening
             log.warning("library map unavailable for the instructions", exc_info=True)
-            if self._cached is None:
+            if cached is None:
                 return (
                     "brainmap: a local knowledge brain. Use `search` first; `map` lists "
                     "the libraries."
                 )
-        return self._cached[1]
+        return cached[1]
 
     @instructions.setter
     def instructions(self, value: str | None) -> None:
         pass  # Server.__init__ sets it; ours is computed
+
+
+def _principal() -> Principal | None:
+    """The team's user of the HTTP request being served, if any."""
+    from brainmap.ops.access import PRINCIPAL
+    from brainmap.team import Principal
+
+    scope = _REQUEST_SCOPE.get()
+    found = None if scope is None else scope.get(PRINCIPAL)
+    return found if isinstance(found, Principal) else None
+
+
+class ScopedEndpoint:
+    """The MCP transport's ASGI app, with each request's scope where the server's
+    instructions look for the session's user. (A class: Starlette would take a function
+    endpoint for a request handler.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _REQUEST_SCOPE.set(scope)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _REQUEST_SCOPE.reset(token)
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -195,7 +267,7 @@ def create_server(
 
     return _BrainServer(
         brain,
-        available.keys(),
+        available,
         team is not None,
         name="brainmap",
         version=__version__,

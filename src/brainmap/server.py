@@ -42,7 +42,7 @@ from brainmap.errors import UserError
 from brainmap.gui import install as install_gui
 from brainmap.gui.account import LOGIN as LOGIN_PATH
 from brainmap.gui.account import SESSION_COOKIE, SESSION_SECONDS
-from brainmap.mcp_server import create_server
+from brainmap.mcp_server import ScopedEndpoint, create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 from brainmap.ops.access import PRINCIPAL, requester, run
 from brainmap.team import OWNER, Principal, Team
@@ -476,7 +476,8 @@ def create_app(
     for o in served():
         for method in o.methods:
             _add_route(app, o, brain, read_only, method, team)
-    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), methods=None))
+    mcp_endpoint = ScopedEndpoint(StreamableHTTPASGIApp(manager))
+    app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=None))
 
     @app.get("/health", include_in_schema=False)
     def health() -> dict[str, str]:
