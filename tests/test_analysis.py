@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from brainmap.analysis import (
     detect_language,
@@ -21,6 +25,32 @@ def test_cjk_runs_become_overlapping_bigrams() -> None:
     assert fts_text("生成密钥") == " 生成 成密 密钥 "
     assert split_tokens("用 ssh-keygen 生成密钥") == ["用", "ssh", "keygen", "生成", "成密", "密钥"]
     assert fts_text("plain latin text") == "plain latin text"
+
+
+def _tokens_char_by_char(text: str) -> list[str]:
+    """The definition: maximal runs of letters, digits, marks and private-use characters."""
+    tokens, current = [], ""
+    for ch in fts_text(text):
+        category = unicodedata.category(ch)
+        if category[0] in "LNM" or category == "Co":
+            current += ch
+        elif current:
+            tokens, current = [*tokens, current], ""
+    return [*tokens, current] if current else tokens
+
+
+# letters, digits, marks, private use, punctuation, spaces, underscores, CJK, emoji
+_TEXT = st.text(
+    st.one_of(
+        st.characters(codec="utf-8"),
+        st.sampled_from("a_Z9 -.\u0301\u0915\u093f\ue000\u00e9\u4e2d\u6587\U0001f600\u3000"),
+    )
+)
+
+
+@given(_TEXT)
+def test_tokens_are_runs_of_letters_digits_marks_and_private_use(text: str) -> None:
+    assert split_tokens(text) == _tokens_char_by_char(text)
 
 
 def test_bracketed_words_are_indexed_as_written_and_joined() -> None:

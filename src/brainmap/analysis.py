@@ -105,18 +105,36 @@ def _is_token_char(ch: str) -> bool:
     return cat[0] in "LNM" or cat == "Co"
 
 
+# a token is a maximal run of letters, digits (categories L, N: ``[^\W_]``), marks and
+# private-use characters: a regex finds what lies between runs of letters and digits, and
+# only such a separator with a non-ASCII character in it is looked at character by character
+_SEPARATOR = re.compile(r"[\W_]+")
+
+
 def split_tokens(text: str) -> list[str]:
     """Split text into tokens the way the FTS tokenizer does (after :func:`fts_text`)."""
+    text = fts_text(text)
     tokens: list[str] = []
-    current: list[str] = []
-    for ch in fts_text(text):
-        if _is_token_char(ch):
-            current.append(ch)
-        elif current:
-            tokens.append("".join(current))
-            current = []
+    current = ""
+    start = 0
+    for match in _SEPARATOR.finditer(text):
+        current += text[start : match.start()]
+        start = match.end()
+        separator = match.group()
+        if separator.isascii():
+            if current:
+                tokens.append(current)
+                current = ""
+            continue
+        for ch in separator:
+            if _is_token_char(ch):
+                current += ch
+            elif current:
+                tokens.append(current)
+                current = ""
+    current += text[start:]
     if current:
-        tokens.append("".join(current))
+        tokens.append(current)
     return tokens
 
 
