@@ -196,6 +196,25 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
     assert refused.status_code == 401
 
 
+def test_a_read_only_team_server_says_it_is_read_only(
+    team_brain: dict[str, Any], home: Path
+) -> None:
+    """What a read-only server withholds is not blamed on the user's roles."""
+    from brainmap.mcp_server import _team_instructions, tools
+    from brainmap.team import OWNER, Principal, Role
+
+    brain = ops.Brain(home)
+    owner = _team_instructions(brain, tools(read_only=True), OWNER)
+    assert "This server is read-only: the tools that write (" in owner
+    assert "Your roles" not in owner and "- brain (" in owner and "- example (" in owner
+    reader = _team_instructions(
+        brain, tools(read_only=True), Principal("bob", {"brain": Role.READ})
+    )
+    assert "This server is read-only" in reader and "- example (" not in reader
+    assert "Your roles on this team do not give you these tools: doctor, stats." in reader
+    brain.close()
+
+
 def test_a_revoked_or_expired_token_stops_working(team_server: dict[str, Any], home: Path) -> None:
     url, tokens = team_server["url"], team_server["tokens"]
     brain = ops.Brain(home)

@@ -105,36 +105,51 @@ def _is_token_char(ch: str) -> bool:
     return cat[0] in "LNM" or cat == "Co"
 
 
-# a token is a maximal run of letters, digits (categories L, N: ``[^\W_]``), marks and
-# private-use characters: a regex finds what lies between runs of letters and digits, and
-# only such a separator with a non-ASCII character in it is looked at character by character
-_SEPARATOR = re.compile(r"[\W_]+")
+class _TokenChars(dict[str, bool]):
+    """Whether a character belongs in a token, looked up once per character met."""
+
+    def __missing__(self, ch: str) -> bool:
+        self[ch] = found = _is_token_char(ch)
+        return found
+
+
+_TOKEN_CHARS = _TokenChars()
+# A token is a maximal run of letters, digits (categories L and N: ``[^\W_]``), marks and
+# private-use characters. Text whose separators are all ASCII is runs of letters and digits;
+# other text is split at what is not a letter or digit, and only a separator with a non-ASCII
+# character in it (a mark inside an Indic word, say) is looked at, character by character.
+_LETTERS_AND_DIGITS = re.compile(r"[^\W_]+")
+_NON_ASCII_SEPARATOR = re.compile(r"[^\w\x00-\x7f]")
+_SPLIT = re.compile(r"([\W_]+)")
 
 
 def split_tokens(text: str) -> list[str]:
     """Split text into tokens the way the FTS tokenizer does (after :func:`fts_text`)."""
     text = fts_text(text)
+    if not _NON_ASCII_SEPARATOR.search(text):  # most text: runs of letters and digits
+        return _LETTERS_AND_DIGITS.findall(text)
+    parts = _SPLIT.split(text)  # letters and digits, a separator, letters and digits, ...
     tokens: list[str] = []
-    current = ""
-    start = 0
-    for match in _SEPARATOR.finditer(text):
-        current += text[start : match.start()]
-        start = match.end()
-        separator = match.group()
+    held: list[str] = []  # the pieces of the token being read
+    for i in range(1, len(parts), 2):
+        if parts[i - 1]:
+            held.append(parts[i - 1])
+        separator = parts[i]
         if separator.isascii():
-            if current:
-                tokens.append(current)
-                current = ""
+            if held:
+                tokens.append("".join(held))
+                held = []
             continue
         for ch in separator:
-            if _is_token_char(ch):
-                current += ch
-            elif current:
-                tokens.append(current)
-                current = ""
-    current += text[start:]
-    if current:
-        tokens.append(current)
+            if _TOKEN_CHARS[ch]:
+                held.append(ch)
+            elif held:
+                tokens.append("".join(held))
+                held = []
+    if parts[-1]:
+        held.append(parts[-1])
+    if held:
+        tokens.append("".join(held))
     return tokens
 
 

@@ -106,22 +106,24 @@ def instructions(
     *,
     team: bool = False,
     libraries: list[str] | None = None,
+    mine: Collection[str] | None = None,
 ) -> str:
-    """What the agent should know first: how to use the tools ``offered`` (default: all),
-    and the map of ``libraries`` (default: all; with a ``team`` and no libraries given, how
-    to get the map instead, for a session whose user is not known)."""
+    """What the agent should know first: how to use the tools the server ``offered``
+    (default: all) and of them those a team's user may use (``mine``, default: all), and the
+    map of ``libraries`` (default: all; with a ``team`` and no libraries given, how to get
+    the map instead, for a session whose user is not known)."""
     every = set(tools(read_only=False))
-    given = every if offered is None else set(offered)
-    # a sentence that recommends a tool this server does not offer is left out: the tool
+    served = every if offered is None else set(offered)
+    given = served if mine is None else set(mine) & served
+    # a sentence that recommends a tool this session does not offer is left out: the tool
     # list decides, not a second list of what read-only drops
     lines = [line for line in _GUIDE if set(_MENTION.findall(line)) & every <= given]
-    if every - given:
-        dropped = ", ".join(sorted(every - given))
-        lines.append(
-            f"Your roles on this team do not give you these tools: {dropped}."
-            if team and libraries is not None
-            else f"This server is read-only: the tools that write ({dropped}) are not offered."
-        )
+    if every - served:
+        dropped = ", ".join(sorted(every - served))
+        lines.append(f"This server is read-only: the tools that write ({dropped}) are not offered.")
+    if served - given:
+        withheld = ", ".join(sorted(served - given))
+        lines.append(f"Your roles on this team do not give you these tools: {withheld}.")
     if libraries is not None and not libraries:
         the_map = _NO_LIBRARY
     elif team and libraries is None:
@@ -141,7 +143,7 @@ def _team_instructions(brain: Brain, offered: Mapping[str, Op], principal: Princ
     readable = principal.within(Role.READ, [lib.name for lib in brain.cfg.libraries])
     view = None if principal.may_everywhere(Role.READ) else readable
     with brain.store.db.seeing(view):
-        return instructions(brain, mine, team=True, libraries=readable)
+        return instructions(brain, offered, team=True, libraries=readable, mine=mine)
 
 
 class _BrainServer(Server[Any]):

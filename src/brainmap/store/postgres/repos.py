@@ -388,8 +388,8 @@ class PgVectorRepo(VectorRepo):
         return Vector(np.frombuffer(vector, dtype=np.float32))
 
     # vectors are read in pgvector's binary form (``vector_send``: a 4-byte header, then
-    # big-endian float32s) and converted all at once: parsing each one's text, row by row,
-    # read ~5,000 vectors a second, this ~40,000
+    # big-endian float32s) and converted all at once: 100,000 vectors of 384 dimensions were
+    # read at ~5,500 a second when each was parsed from its text, at 28,000 to 51,000 so
     VEC = "vector_send(vec)"
 
     def _read(self, value: Any) -> bytes:
