@@ -286,7 +286,11 @@ class EntryRepo:
         """Replace the links an entry's frontmatter states and recompute the statuses they
         touch: its own, those of the entries it names (before and now), and of those that
         name it as their replacement (in the caller's transaction)."""
-        library = str(self.db.one("SELECT name FROM library WHERE id = ?", (entry.library_id,)))
+        # fetch, not one: reading the library's name need not flush the held-back full-text
+        # rows (a flush per entry made a round trip or two more per file on PostgreSQL)
+        library = str(
+            self.db.fetch("SELECT name FROM library WHERE id = ?", (entry.library_id,))[0][0]
+        )
         links = {
             (role, *_target(ref, library))
             for role, refs in (
