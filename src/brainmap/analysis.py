@@ -100,56 +100,39 @@ class _NotCombining(dict[int, int | None]):
 _NOT_COMBINING = _NotCombining()
 
 
-def _is_token_char(ch: str) -> bool:
-    cat = unicodedata.category(ch)
-    return cat[0] in "LNM" or cat == "Co"
-
-
 class _TokenChars(dict[str, bool]):
-    """Whether a character belongs in a token, looked up once per character met."""
+    """Whether a character belongs in a token (a letter, digit, mark or private-use
+    character), looked up once per character met."""
 
     def __missing__(self, ch: str) -> bool:
-        self[ch] = found = _is_token_char(ch)
+        category = unicodedata.category(ch)
+        self[ch] = found = category[0] in "LNM" or category == "Co"
         return found
 
 
 _TOKEN_CHARS = _TokenChars()
-# A token is a maximal run of letters, digits (categories L and N: ``[^\W_]``), marks and
-# private-use characters. Text whose separators are all ASCII is runs of letters and digits;
-# other text is split at what is not a letter or digit, and only a separator with a non-ASCII
-# character in it (a mark inside an Indic word, say) is looked at, character by character.
+# Text whose separators are all ASCII (most text) is runs of letters and digits (categories
+# L and N: ``[^\W_]``), found by one regex; other text is read character by character
 _LETTERS_AND_DIGITS = re.compile(r"[^\W_]+")
 _NON_ASCII_SEPARATOR = re.compile(r"[^\w\x00-\x7f]")
-_SPLIT = re.compile(r"([\W_]+)")
 
 
 def split_tokens(text: str) -> list[str]:
-    """Split text into tokens the way the FTS tokenizer does (after :func:`fts_text`)."""
+    """Split text into tokens the way the FTS tokenizer does (after :func:`fts_text`):
+    maximal runs of letters, digits, marks and private-use characters."""
     text = fts_text(text)
-    if not _NON_ASCII_SEPARATOR.search(text):  # most text: runs of letters and digits
+    if not _NON_ASCII_SEPARATOR.search(text):
         return _LETTERS_AND_DIGITS.findall(text)
-    parts = _SPLIT.split(text)  # letters and digits, a separator, letters and digits, ...
     tokens: list[str] = []
-    held: list[str] = []  # the pieces of the token being read
-    for i in range(1, len(parts), 2):
-        if parts[i - 1]:
-            held.append(parts[i - 1])
-        separator = parts[i]
-        if separator.isascii():
-            if held:
-                tokens.append("".join(held))
-                held = []
-            continue
-        for ch in separator:
-            if _TOKEN_CHARS[ch]:
-                held.append(ch)
-            elif held:
-                tokens.append("".join(held))
-                held = []
-    if parts[-1]:
-        held.append(parts[-1])
-    if held:
-        tokens.append("".join(held))
+    current: list[str] = []
+    for ch in text:
+        if _TOKEN_CHARS[ch]:
+            current.append(ch)
+        elif current:
+            tokens.append("".join(current))
+            current = []
+    if current:
+        tokens.append("".join(current))
     return tokens
 
 

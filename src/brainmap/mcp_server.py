@@ -137,12 +137,12 @@ def _team_instructions(brain: Brain, offered: Mapping[str, Op], principal: Princ
     """A team user's instructions: the tools their roles let them use, the map of the
     libraries they may read (seen as their calls see the index)."""
     from brainmap.ops.access import offered as may_use
+    from brainmap.ops.access import reader_view
     from brainmap.team import Role
 
     mine = [name for name, o in offered.items() if may_use(o, principal)]
     readable = principal.within(Role.READ, [lib.name for lib in brain.cfg.libraries])
-    view = None if principal.may_everywhere(Role.READ) else readable
-    with brain.store.db.seeing(view):
+    with brain.store.db.seeing(reader_view(principal)):
         return instructions(brain, offered, team=True, libraries=readable, mine=mine)
 
 

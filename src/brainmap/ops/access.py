@@ -431,10 +431,15 @@ def _outcome(result: Any) -> str:
 
 
 def _view(principal: Principal, rule: Rule) -> list[str] | None:
-    """The libraries a user's call sees: those they hold a role on (None: every one). An
-    administration (reindex, collect, ...) runs on whole libraries it names, which the rule
-    has checked, and sees everything, as what derives from a change always does."""
-    if rule.role is Role.ADMIN or principal.may_everywhere(Role.READ):
+    """The libraries a user's call sees. An administration (reindex, collect, ...) runs on
+    whole libraries it names, which the rule has checked, and sees everything, as what
+    derives from a change always does."""
+    return None if rule.role is Role.ADMIN else reader_view(principal)
+
+
+def reader_view(principal: Principal) -> list[str] | None:
+    """The libraries a user's reads see: those they hold a role on (None: every one)."""
+    if principal.may_everywhere(Role.READ):
         return None
     return [library for library in principal.roles if library != EVERY_LIBRARY]
 
