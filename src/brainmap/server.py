@@ -42,6 +42,7 @@ from brainmap.errors import UserError
 from brainmap.gui import install as install_gui
 from brainmap.gui.account import LOGIN as LOGIN_PATH
 from brainmap.gui.account import SESSION_COOKIE, SESSION_SECONDS
+from brainmap.longlived import settle_heap
 from brainmap.mcp_server import ScopedEndpoint, create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 from brainmap.ops.access import PRINCIPAL, requester, run
@@ -564,6 +565,7 @@ def serve(
     if ready is not None:
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
+    settle_heap()
     server.run(sockets=sockets)
 
 

@@ -1,0 +1,85 @@
+"""What a full garbage collection costs a server, before and after ``settle_heap`` (gc.freeze
+of what start-up made). Prints one JSON line.
+
+    python benchmarks/heap.py [--requests 60]
+
+In one process, as ``brainmap serve`` has it: the whole HTTP app (REST, MCP, GUI) over a copy
+of the example library, warmed by ``--requests`` searches and saves through the app (FastAPI's
+test client, in process). A full collection holds the GIL throughout: no request of the
+server runs meanwhile. It is timed (the median of five) with the heap as it is, then again
+after ``settle_heap`` and as many requests again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ROOT, ms
+from brainmap import ops
+from brainmap.longlived import settle_heap
+from brainmap.server import create_app
+from usage import QUERIES
+
+
+def full_collection_seconds() -> float:
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        gc.collect()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=60)
+    args = parser.parse_args()
+    from fastapi.testclient import TestClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        library = Path(tmp) / "library"
+        shutil.copytree(ROOT / "examples" / "library", library)
+        brain = ops.Brain(Path(tmp) / "home")
+        ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
+        ops.reindex(brain, ops.ReindexInput())
+        with TestClient(create_app(brain), base_url="http://127.0.0.1") as client:
+
+            def requests(n: int) -> None:
+                for i in range(n):
+                    if i % 10 == 9:
+                        note = {"title": f"heap note {n} {i}", "body": "kept for the benchmark",
+                                "force": True}  # fmt: skip
+                        client.post("/save", json=note).raise_for_status()
+                    else:
+                        query = {"query": QUERIES[i % len(QUERIES)]}
+                        client.get("/search", params=query).raise_for_status()
+
+            requests(args.requests)
+            tracked = len(gc.get_objects())
+            before = full_collection_seconds()
+            settle_heap()
+            requests(args.requests)
+            after = full_collection_seconds()
+            result = {
+                "benchmark": "heap",
+                "tracked_objects": tracked,
+                "frozen_objects": gc.get_freeze_count(),
+                "full_collection_ms": ms(before),
+                "settled_full_collection_ms": ms(after),
+            }
+        brain.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
