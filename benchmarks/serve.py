@@ -256,6 +256,8 @@ def main() -> None:
         "requests/s (e.g. 0.6) rather than as fast as the server answers",
     )
     args = parser.parse_args()
+    if args.pace is not None and not 0 < args.pace <= 1:
+        parser.error("--pace is a share of the loaded requests/s: above 0, at most 1")
 
     home = build_home(args.sample, args.home)
     data = unpack("tldr-pages.tar.gz")
