@@ -10,6 +10,10 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from brainmap import ops
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("BRAINMAP_DATA", ROOT.parent / "shared" / "data"))
@@ -27,6 +31,18 @@ def unpack(archive: str) -> Path:
             tar.extractall(target, filter="data")
         (target / ".complete").touch()
     return target
+
+
+def example_brain(folder: Path) -> ops.Brain:
+    """A brain in ``folder`` over a copy of the example library, indexed with vectors."""
+    from brainmap import ops
+
+    library = folder / "library"
+    shutil.copytree(ROOT / "examples" / "library", library)
+    brain = ops.Brain(folder / "home")
+    ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
+    ops.reindex(brain, ops.ReindexInput())
+    return brain
 
 
 def seed_cache(home: Path) -> None:

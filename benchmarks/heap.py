@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -24,8 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, ms
-from brainmap import ops
+from _common import example_brain, ms
 from brainmap.longlived import settle_heap
 from brainmap.server import create_app
 from usage import QUERIES
@@ -47,11 +45,7 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     with tempfile.TemporaryDirectory() as tmp:
-        library = Path(tmp) / "library"
-        shutil.copytree(ROOT / "examples" / "library", library)
-        brain = ops.Brain(Path(tmp) / "home")
-        ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
-        ops.reindex(brain, ops.ReindexInput())
+        brain = example_brain(Path(tmp))
         with TestClient(create_app(brain), base_url="http://127.0.0.1") as client:
 
             def requests(n: int) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, ms, percentile
+from _common import example_brain, ms, percentile
 from brainmap import ops, usage
 from brainmap.store import UsageStore
 
@@ -40,11 +39,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        library = Path(tmp) / "library"
-        shutil.copytree(ROOT / "examples" / "library", library)
-        brain = ops.Brain(Path(tmp) / "home")
-        ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
-        ops.reindex(brain, ops.ReindexInput())
+        brain = example_brain(Path(tmp))
         inputs = [ops.SearchInput(query=q) for q in QUERIES]
         for inp in inputs:  # warm: the model, the vectors, the query cache, the thread
             ops.search(brain, inp)
