@@ -17,6 +17,7 @@ import pytest
 from agent_fixtures import event
 from brainmap import config as config_mod
 from brainmap import ops, usage
+from brainmap.errors import UserError
 from brainmap.store import UsageEvent, UsageStore
 from conftest import run_cli, serving, write
 
@@ -223,3 +224,58 @@ def test_stats_shows_the_most_and_least_used(brain: ops.Brain, home: Path) -> No
     assert "3 gets" in out and "example:patterns/git-undo-commit.md" in out
     data = json.loads(run_cli(home, "stats", "--json").stdout)
     assert data["usage"]["most_used"][0]["path"] == "patterns/git-undo-commit.md"
+
+
+def _logged(path: Path, at: str, kind: str, entry_id: str = "e1") -> UsageEvent:
+    return UsageEvent(at, kind, entry_id, "lib", f"{entry_id}.md", "http", "q", 1)
+
+
+def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(tmp_path: Path) -> None:
+    path = tmp_path / "usage.db"
+    now = time.time()
+    old, recent = usage.stamp(now - 200 * 86400), usage.stamp(now - 86400)
+    store = UsageStore(path)
+    store.add([_logged(path, old, "hit") for _ in range(7)])
+    store.add([_logged(path, recent, "hit"), _logged(path, old, "get"),
+               _logged(path, old, "useful")])  # fmt: skip
+    store.close()
+
+    assert usage.Recorder(path, hit_days=0).forget_old_hits(now) == 0  # 0 keeps them all
+    assert usage.Recorder(path, hit_days=300).forget_old_hits(now) == 0
+    assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 7
+
+    store = UsageStore(path)
+    try:
+        assert sorted((e.kind, e.at) for e in store.events()) == sorted(
+            [("hit", recent), ("get", old), ("useful", old)]
+        )
+        sums = store.usage()["e1"]
+        assert (sums.hits, sums.gets, sums.useful) == (8, 1, 1)  # the sums still count them
+        store.add([_logged(path, old, "hit") for _ in range(5)])
+        assert store.forget_hits(usage.stamp(now - 90 * 86400), batch=2) == 5  # batch by batch
+    finally:
+        store.close()
+
+
+def test_a_server_drops_old_hits_from_the_log(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    ancient = usage.stamp(time.time() - 400 * 86400)
+    store = UsageStore(home / "usage.db")
+    store.add([_logged(home, ancient, "hit", "gone") for _ in range(3)])
+    store.close()
+    with serving(home) as url:
+        httpx.get(f"{url}/search", params={"query": "undo the last commit"}).raise_for_status()
+        found = _wait_for(home, lambda evs: evs and all(e.at != ancient for e in evs))
+    assert {e.kind for e in found} == {"hit"} and all(e.interface == "http" for e in found)
+    sums = UsageStore(home / "usage.db")
+    try:
+        assert sums.usage(["gone"])["gone"].hits == 3
+    finally:
+        sums.close()
+
+
+def test_hit_days_must_be_a_whole_number_of_days_not_below_zero(home: Path) -> None:
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text("[usage]\nhit_days = -1\n", encoding="utf-8")
+    with pytest.raises(UserError, match="hit_days"):
+        config_mod.load(home)

@@ -266,9 +266,13 @@ class DiarySettings:
 @dataclass
 class UsageSettings:
     """Usage telemetry (``usage.db`` beside config.toml, outside the index): the hits served,
-    the entries opened and the feedback given, which ``stats`` and ``prune`` read."""
+    the entries opened and the feedback given, which ``stats`` and ``prune`` read.
+    ``hit_days``: a server drops the log's search hits older than this (ten a search; the
+    per-entry sums that ``stats`` and ``prune`` read keep counting them; gets and feedback
+    stay); 0 keeps them all."""
 
     enabled: bool = True
+    hit_days: int = 90
 
 
 @dataclass
@@ -547,6 +551,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dedup_threshold": (0.5, 1.0),
     "hop_commits": (1, 100),
     "verify_days": (0, 100_000),
+    "hit_days": (0, 100_000),
     "timeout_s": (0.1, 600),
     "top_entities": (1, 100),
     "bridges": (0, 1000),

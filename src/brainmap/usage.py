@@ -34,6 +34,7 @@ FLUSH_WAIT_MS = 1000  # how long the background thread's write waits for a busy 
 EXIT_WAIT_MS = 50  # ... and a one-shot process's, at its end (then the batch is dropped)
 MAX_BUFFER = 10_000  # searches (gets, feedback) kept while usage.db stays busy; oldest go first
 QUERY_CHARS = 500  # of a query, what is recorded
+HIT_CHECK_EVERY_S = 3600.0  # how often a long-lived process drops the hits past [usage] hit_days
 
 
 def stamp(when: float) -> str:
@@ -65,8 +66,9 @@ def _events(batch: list[_Pending]) -> list[UsageEvent]:
 class Recorder:
     """The buffer of one ``usage.db`` in this process, and the thread that writes it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, hit_days: int = 0) -> None:
         self.path = path
+        self.hit_days = hit_days  # the log's hits older than this go (0: none)
         self.dropped = 0  # searches (gets ...) whose usage a busy or broken file lost
         self._buffer: list[_Pending] = []
         self._lock = threading.Lock()  # the buffer
@@ -74,6 +76,7 @@ class Recorder:
         self._store: UsageStore | None = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
+        self._hits_checked = -float("inf")  # time.monotonic() of the last drop of old hits
 
     def add(self, pending: _Pending) -> None:
         """Buffer what was served; the first call starts the writer thread and the exit
@@ -96,6 +99,31 @@ class Recorder:
             self._wake.wait(FLUSH_EVERY_S)
             self._wake.clear()
             self.flush(FLUSH_WAIT_MS, keep=True)
+            if time.monotonic() - self._hits_checked >= HIT_CHECK_EVERY_S:
+                self._hits_checked = time.monotonic()
+                self.forget_old_hits()
+
+    def forget_old_hits(self, now: float | None = None) -> int:
+        """Drop the log's search hits older than ``hit_days`` before ``now`` (``time.time()``;
+        default: now), as a long-lived process does every :data:`HIT_CHECK_EVERY_S`: the log
+        would otherwise grow by ten rows a search for ever. Returns how many went; never
+        raises (a busy or broken file keeps them until the next time)."""
+        if self.hit_days <= 0 or not self.path.exists():
+            return 0
+        before = stamp((time.time() if now is None else now) - self.hit_days * 86400)
+        with self._writing:
+            try:
+                from brainmap.store import UsageStore
+
+                if self._store is None:
+                    self._store = UsageStore(self.path, FLUSH_WAIT_MS)
+                else:
+                    self._store.wait_at_most(FLUSH_WAIT_MS)
+                return self._store.forget_hits(before)
+            except Exception as exc:  # busy, damaged, read-only: the hits wait for next time
+                log.debug("old usage hits not dropped: %s", exc)
+                self._close()
+                return 0
 
     def flush(self, wait_ms: int = EXIT_WAIT_MS, *, keep: bool = False) -> bool:
         """Write the buffer in one transaction, waiting at most ``wait_ms`` for a busy file;
@@ -141,7 +169,7 @@ def recorder(cfg: Config) -> Recorder:
     with _recorders_lock:
         found = _recorders.get(cfg.usage_path)
         if found is None:
-            found = _recorders[cfg.usage_path] = Recorder(cfg.usage_path)
+            found = _recorders[cfg.usage_path] = Recorder(cfg.usage_path, cfg.usage.hit_days)
         return found
 
 

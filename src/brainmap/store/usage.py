@@ -162,6 +162,23 @@ class UsageStore:
             )  # fmt: skip
             self.conn.executemany(_UPSERT, list(sums.values()))
 
+    def forget_hits(self, before: str, batch: int = 5000) -> int:
+        """Delete the logged search hits older than ``before`` (ISO 8601), ``batch`` rows a
+        transaction so that a writer never waits long; the per-entry sums keep them. Returns
+        how many went."""
+        gone = 0
+        while True:
+            with immediate(self.conn):
+                self.conn.execute(
+                    "DELETE FROM event WHERE id IN (SELECT id FROM event "
+                    "WHERE kind = 'hit' AND at < ? LIMIT ?)",
+                    (before, batch),
+                )
+                deleted = int(self.conn.changes())
+            gone += deleted
+            if deleted < batch:
+                return gone
+
     def started(self) -> str | None:
         """Since when usage is recorded: the file's creation, or its oldest event if older
         (events of an earlier file may have been imported)."""
