@@ -226,18 +226,20 @@ def test_stats_shows_the_most_and_least_used(brain: ops.Brain, home: Path) -> No
     assert data["usage"]["most_used"][0]["path"] == "patterns/git-undo-commit.md"
 
 
-def _logged(path: Path, at: str, kind: str, entry_id: str = "e1") -> UsageEvent:
+def _logged(at: str, kind: str, entry_id: str = "e1") -> UsageEvent:
     return UsageEvent(at, kind, entry_id, "lib", f"{entry_id}.md", "http", "q", 1)
 
 
-def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(tmp_path: Path) -> None:
+def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "usage.db"
     now = time.time()
     old, recent = usage.stamp(now - 200 * 86400), usage.stamp(now - 86400)
     store = UsageStore(path)
-    store.add([_logged(path, old, "hit") for _ in range(7)])
-    store.add([_logged(path, recent, "hit"), _logged(path, old, "get"),
-               _logged(path, old, "useful")])  # fmt: skip
+    store.add([_logged(old, "hit") for _ in range(7)])
+    store.add([_logged(recent, "hit"), _logged(old, "get"),
+               _logged(old, "useful")])  # fmt: skip
     store.close()
 
     assert usage.Recorder(path, hit_days=0).forget_old_hits(now) == 0  # 0 keeps them all
@@ -251,17 +253,20 @@ def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(tmp_path: P
         )
         sums = store.usage()["e1"]
         assert (sums.hits, sums.gets, sums.useful) == (8, 1, 1)  # the sums still count them
-        store.add([_logged(path, old, "hit") for _ in range(5)])
-        assert store.forget_hits(usage.stamp(now - 90 * 86400), batch=2) == 5  # batch by batch
+        assert store.event_count() == 10  # every event ever recorded, the dropped hits too
+        store.add([_logged(old, "hit") for _ in range(5)])
     finally:
         store.close()
+    monkeypatch.setattr(usage, "HIT_BATCH", 2)
+    monkeypatch.setattr(usage, "HIT_PAUSE_S", 0.0)
+    assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 5  # two at a time
 
 
 def test_a_server_drops_old_hits_from_the_log(brain: ops.Brain, home: Path) -> None:
     brain.close()
     ancient = usage.stamp(time.time() - 400 * 86400)
     store = UsageStore(home / "usage.db")
-    store.add([_logged(home, ancient, "hit", "gone") for _ in range(3)])
+    store.add([_logged(ancient, "hit", "gone") for _ in range(3)])
     store.close()
     with serving(home) as url:
         httpx.get(f"{url}/search", params={"query": "undo the last commit"}).raise_for_status()

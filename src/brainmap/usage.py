@@ -35,6 +35,8 @@ EXIT_WAIT_MS = 50  # ... and a one-shot process's, at its end (then the batch is
 MAX_BUFFER = 10_000  # searches (gets, feedback) kept while usage.db stays busy; oldest go first
 QUERY_CHARS = 500  # of a query, what is recorded
 HIT_CHECK_EVERY_S = 3600.0  # how often a long-lived process drops the hits past [usage] hit_days
+HIT_BATCH = 5000  # old hits dropped in one transaction (~50 ms here)
+HIT_PAUSE_S = 0.05  # between two such transactions
 
 
 def stamp(when: float) -> str:
@@ -98,32 +100,44 @@ class Recorder:
         while True:
             self._wake.wait(FLUSH_EVERY_S)
             self._wake.clear()
-            self.flush(FLUSH_WAIT_MS, keep=True)
-            if time.monotonic() - self._hits_checked >= HIT_CHECK_EVERY_S:
-                self._hits_checked = time.monotonic()
-                self.forget_old_hits()
+            try:
+                self.flush(FLUSH_WAIT_MS, keep=True)
+                if time.monotonic() - self._hits_checked >= HIT_CHECK_EVERY_S:
+                    self._hits_checked = time.monotonic()
+                    self.forget_old_hits()
+            except Exception:  # the thread must live on: the next round may succeed
+                log.debug("usage writer round failed", exc_info=True)
 
     def forget_old_hits(self, now: float | None = None) -> int:
         """Drop the log's search hits older than ``hit_days`` before ``now`` (``time.time()``;
         default: now), as a long-lived process does every :data:`HIT_CHECK_EVERY_S`: the log
-        would otherwise grow by ten rows a search for ever. Returns how many went; never
-        raises (a busy or broken file keeps them until the next time)."""
-        if self.hit_days <= 0 or not self.path.exists():
-            return 0
-        before = stamp((time.time() if now is None else now) - self.hit_days * 86400)
-        with self._writing:
-            try:
-                from brainmap.store import UsageStore
-
-                if self._store is None:
-                    self._store = UsageStore(self.path, FLUSH_WAIT_MS)
-                else:
-                    self._store.wait_at_most(FLUSH_WAIT_MS)
-                return self._store.forget_hits(before)
-            except Exception as exc:  # busy, damaged, read-only: the hits wait for next time
-                log.debug("old usage hits not dropped: %s", exc)
-                self._close()
+        would otherwise grow by ten rows a search for ever. One batch of
+        :data:`HIT_BATCH` rows a transaction, with a pause between batches, so that a flush
+        here or a writer elsewhere (a hook waits 50 ms) gets its turn. Returns how many went;
+        never raises (a busy or broken file keeps them until the next time)."""
+        gone = 0
+        try:
+            if self.hit_days <= 0 or not self.path.exists():
                 return 0
+            before = stamp((time.time() if now is None else now) - self.hit_days * 86400)
+            while True:
+                with self._writing:
+                    from brainmap.store import UsageStore
+
+                    if self._store is None:
+                        self._store = UsageStore(self.path, FLUSH_WAIT_MS)
+                    else:
+                        self._store.wait_at_most(FLUSH_WAIT_MS)
+                    deleted = self._store.forget_hits(before, HIT_BATCH)
+                gone += deleted
+                if deleted < HIT_BATCH:
+                    return gone
+                time.sleep(HIT_PAUSE_S)
+        except Exception as exc:  # busy, damaged, read-only: the rest wait for next time
+            log.debug("old usage hits not dropped: %s", exc)
+            with self._writing:
+                self._close()
+            return gone
 
     def flush(self, wait_ms: int = EXIT_WAIT_MS, *, keep: bool = False) -> bool:
         """Write the buffer in one transaction, waiting at most ``wait_ms`` for a busy file;

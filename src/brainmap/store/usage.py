@@ -162,22 +162,16 @@ class UsageStore:
             )  # fmt: skip
             self.conn.executemany(_UPSERT, list(sums.values()))
 
-    def forget_hits(self, before: str, batch: int = 5000) -> int:
-        """Delete the logged search hits older than ``before`` (ISO 8601), ``batch`` rows a
-        transaction so that a writer never waits long; the per-entry sums keep them. Returns
-        how many went."""
-        gone = 0
-        while True:
-            with immediate(self.conn):
-                self.conn.execute(
-                    "DELETE FROM event WHERE id IN (SELECT id FROM event "
-                    "WHERE kind = 'hit' AND at < ? LIMIT ?)",
-                    (before, batch),
-                )
-                deleted = int(self.conn.changes())
-            gone += deleted
-            if deleted < batch:
-                return gone
+    def forget_hits(self, before: str, limit: int) -> int:
+        """Delete at most ``limit`` of the logged search hits older than ``before`` (ISO
+        8601), in one transaction; the per-entry sums keep them. Returns how many went."""
+        with immediate(self.conn):
+            self.conn.execute(
+                "DELETE FROM event WHERE id IN (SELECT id FROM event "
+                "WHERE kind = 'hit' AND at < ? LIMIT ?)",
+                (before, limit),
+            )
+            return int(self.conn.changes())
 
     def started(self) -> str | None:
         """Since when usage is recorded: the file's creation, or its oldest event if older
@@ -188,7 +182,11 @@ class UsageStore:
         return min(times) if times else None
 
     def event_count(self) -> int:
-        return int(value(self.conn, "SELECT count(*) FROM event"))
+        """Every event ever recorded (from the per-entry sums: the log forgets old hits)."""
+        return int(
+            value(self.conn, "SELECT coalesce(sum(hits + gets + useful + not_useful), 0) "
+                  "FROM entry_usage")
+        )  # fmt: skip
 
     def events(self, entry_id: str | None = None, kind: str | None = None) -> list[UsageEvent]:
         """The log, oldest first (of one entry, of one kind)."""
