@@ -122,13 +122,7 @@ class Recorder:
             before = stamp((time.time() if now is None else now) - self.hit_days * 86400)
             while True:
                 with self._writing:
-                    from brainmap.store import UsageStore
-
-                    if self._store is None:
-                        self._store = UsageStore(self.path, FLUSH_WAIT_MS)
-                    else:
-                        self._store.wait_at_most(FLUSH_WAIT_MS)
-                    deleted = self._store.forget_hits(before, HIT_BATCH)
+                    deleted = self._opened(FLUSH_WAIT_MS).forget_hits(before, HIT_BATCH)
                 gone += deleted
                 if deleted < HIT_BATCH:
                     return gone
@@ -149,13 +143,7 @@ class Recorder:
             if not batch:
                 return True
             try:
-                from brainmap.store import UsageStore
-
-                if self._store is None:
-                    self._store = UsageStore(self.path, wait_ms)
-                else:
-                    self._store.wait_at_most(wait_ms)
-                self._store.add(_events(batch))
+                self._opened(wait_ms).add(_events(batch))
                 return True
             except Exception as exc:  # busy, damaged, read-only, full: usage only is lost
                 log.debug("usage not recorded (%s events): %s", len(batch), exc)
@@ -166,6 +154,17 @@ class Recorder:
                 else:
                     self.dropped += len(batch)
                 return False
+
+    def _opened(self, wait_ms: int) -> UsageStore:
+        """The connection to usage.db (opened on first use), waiting at most ``wait_ms`` for
+        a busy file (call holding ``_writing``)."""
+        if self._store is None:
+            from brainmap.store import UsageStore
+
+            self._store = UsageStore(self.path, wait_ms)
+        else:
+            self._store.wait_at_most(wait_ms)
+        return self._store
 
     def _close(self) -> None:
         if self._store is not None:
