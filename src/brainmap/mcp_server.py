@@ -339,7 +339,10 @@ def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     """Serve MCP over stdin/stdout until stdin closes."""
     from mcp.server.stdio import stdio_server
 
+    from brainmap.queryvectors import start_passage_worker
+
     server = create_server(brain, read_only=read_only)
+    start_passage_worker(brain.cfg, now=False)  # most sessions save nothing
     settle_heap()
 
     async def main() -> None:

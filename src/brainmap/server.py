@@ -46,6 +46,7 @@ from brainmap.longlived import settle_heap
 from brainmap.mcp_server import ScopedEndpoint, create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 from brainmap.ops.access import PRINCIPAL, requester, run
+from brainmap.queryvectors import start_passage_worker
 from brainmap.team import OWNER, Principal, Team
 
 log = logging.getLogger("brainmap.server")
@@ -565,6 +566,7 @@ def serve(
     if ready is not None:
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
+    start_passage_worker(brain.cfg)
     settle_heap()
     server.run(sockets=sockets)
 

