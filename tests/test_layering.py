@@ -13,6 +13,7 @@ LAYERS = {
     "errors": 0, "analysis": 0, "safefile": 0, "termsafe": 0,
     "progress": 0,  # the progress callback type of the long passes
     "keys": 0,  # node keys (kind:name) and entry references (library:path)
+    "childprocess": 0,  # how a helper process of ours is started
     "longlived": 0,  # what a server process does once set up (gc.freeze)
     "config": 1, "markdown": 1, "embedders": 1, "websearch": 1, "rerank": 1, "reasoner": 1,
     "expansion": 2,  # the reasoner's query rewrites, for search and the bake-off

@@ -648,17 +648,11 @@ class _ReadWorker:
 
     @classmethod
     def start(cls) -> _ReadWorker | None:
-        import brainmap
+        from brainmap.childprocess import python_module
 
-        env = dict(os.environ)
-        # the same brainmap as this process, wherever it was imported from
-        here = str(Path(brainmap.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        command, env = python_module("brainmap.readworker")
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "brainmap.readworker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-            )  # fmt: skip
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError:
             return None  # cannot start one: read here
         return cls(proc)

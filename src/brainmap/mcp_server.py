@@ -342,7 +342,8 @@ def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     from brainmap.queryvectors import start_passage_worker
 
     server = create_server(brain, read_only=read_only)
-    start_passage_worker(brain.cfg, now=False)  # most sessions save nothing
+    if not read_only:
+        start_passage_worker(brain.cfg, now=False)  # most sessions save nothing
     settle_heap()
 
     async def main() -> None:

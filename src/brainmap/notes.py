@@ -178,8 +178,8 @@ class Notes:
         clean_tags = list(dict.fromkeys(t for t in labels if t))
         chosen_type = (type or "").strip().lower()
         # the note's first unit as the index will embed it: the vector found here is the one
-        # indexing needs (one embedding per save, not two); embedded before the lock, beside
-        # the searches' queries at the lowest CPU priority (queryvectors)
+        # indexing needs (one embedding per save, not two); embedded before the lock (in a
+        # server, by its passage worker at the lowest CPU priority: queryvectors)
         vector = self.searcher.embedder.passage(self._first_passage(title, body), remember=True)
         asked, spent = None, None
         reasoner = self.cfg.reasoner

@@ -4,17 +4,20 @@ them, and no thread of the parent runs at a priority that could hold Python's GI
 
 ``brainmap serve`` starts it once set up, ``brainmap mcp`` at its first save (that save is
 embedded by the caller, as the child loads); it loads the same embedder and answers one
-passage at a time over its stdin and stdout. When it has not answered
-within the caller's patience (the machine busy with more than the parent's searches: a build,
-say), it has died, or it cannot start, :meth:`PassageWorker.embed` gives None and the caller
-embeds the passage itself. Run as ``python -m brainmap.passageworker SPEC``.
+passage at a time over its stdin and stdout. When it has not answered within the caller's
+patience (a machine busy with more than the parent's searches, or with them alone), has died,
+hangs or cannot start, :meth:`PassageWorker.embed` gives None and the caller embeds the passage
+itself. One that cannot load the model is given up for the process, with a warning. Run as
+``python -m brainmap.passageworker SPEC``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -25,16 +28,23 @@ from typing import TYPE_CHECKING, BinaryIO
 if TYPE_CHECKING:
     import numpy as np
 
-# request: id, text length; answer: id, status (0: a vector follows, 1: an error message), length
+log = logging.getLogger("brainmap.passageworker")
+
+# request: id, text length; answer: id, status, length of what follows
 _REQUEST = struct.Struct("<QI")
 _ANSWER = struct.Struct("<QBI")
+_VECTOR, _FAILED, _NO_MODEL = 0, 1, 2  # answer statuses: a vector, an error, no model loaded
+MAX_TEXT_BYTES = 64 * 1024  # a passage is at most MAX_EMBED_CHARS (6,000) characters
+MAX_ANSWER_BYTES = 1 << 20  # a longer answer is nonsense: the stream is out of step
 # How long a passage may take at the lowest priority before the caller embeds it itself
 PATIENCE_S = 1.0
-# After the worker died or failed to start, how long before another is started
+# After the worker died or was stopped, how long before another is started
 RESTART_AFTER_S = 30.0
 # Passages given up on that the child may still be embedding: past this many, the next ones
 # are not sent (the caller embeds them) until it catches up, so that its pipe never fills
 MAX_BEHIND = 2
+# A child behind for this long is taken for hung: stopped, and another started later
+HUNG_AFTER_S = 120.0
 
 
 class PassageWorker:
@@ -42,63 +52,91 @@ class PassageWorker:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.fallbacks = 0  # passages the caller had to embed itself (tests, benchmarks)
+        self.answered = 0  # passages the child embedded (tests, benchmarks)
+        self.fallbacks = 0  # passages the caller had to embed itself
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._pid = 0  # the process that started the child (a forked copy starts its own)
         self._next_id = 0
         self._unanswered = 0  # requests sent whose answer has not been read
+        self._behind_since: float | None = None
         self._buffer = b""
         self._down_until = 0.0
+        self._given_up = False  # the model does not load, or close() was called
 
     def start(self) -> None:
-        """Start the child now (it loads the model meanwhile); a failure is remembered."""
+        """Start the child now (it loads the model meanwhile)."""
         with self._lock:
             self._ensure_started()
 
-    def embed(self, text: str, patience: float = PATIENCE_S) -> np.ndarray | None:
+    def embed(self, text: str, patience: float | None = None) -> np.ndarray | None:
         """The passage's ``(dim,)`` vector, or None: the child did not answer within
-        ``patience`` seconds, failed, or is not running (the caller then embeds it)."""
-        import numpy as np
-
-        with self._lock:
-            running = self._process is not None and self._pid == os.getpid()
-            process = self._ensure_started()
-            if process is None or process.stdin is None or not running:
-                self.fallbacks += 1  # not running, or just started: the model is loading
-                return None
-            try:
-                self._read_ready(process)  # answers to passages given up on, if any came
-                if self._unanswered >= MAX_BEHIND:
-                    self.fallbacks += 1
-                    return None
-                self._next_id += 1
-                request = self._next_id
-                payload = text.encode("utf-8", "surrogatepass")
-                process.stdin.write(_REQUEST.pack(request, len(payload)) + payload)
-                process.stdin.flush()
-                self._unanswered += 1
-                deadline = time.monotonic() + patience
-                while True:  # answers to passages given up on come first: skip them
-                    answer, status, body = self._answer(process, deadline)
-                    if answer == request:
-                        break
-            except TimeoutError:  # still embedding, at its priority: the caller goes on
-                self.fallbacks += 1
-                return None
-            except (OSError, ValueError, EOFError):  # the child died or sent nonsense
-                self._stop()
-                self.fallbacks += 1
-                return None
-            if status != 0:
-                self.fallbacks += 1
-                return None
-            return np.frombuffer(body, dtype=np.float32).copy()
+        ``patience`` seconds (default :data:`PATIENCE_S`, waiting for an earlier caller
+        included), failed, or is not running; the caller then embeds it."""
+        deadline = time.monotonic() + (PATIENCE_S if patience is None else patience)
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            self.fallbacks += 1
+            return None
+        try:
+            vector = self._embed(text, deadline)
+        finally:
+            self._lock.release()
+        if vector is None:
+            self.fallbacks += 1
+        else:
+            self.answered += 1
+        return vector
 
     def close(self) -> None:
-        """Stop the child (it also stops by itself when the parent's end of its stdin closes)."""
+        """Stop the child for good (it also stops by itself when the parent's end of its
+        stdin closes, the parent gone)."""
         with self._lock:
+            self._given_up = True
             self._stop()
+
+    def _embed(self, text: str, deadline: float) -> np.ndarray | None:
+        import numpy as np
+
+        running = self._process is not None and self._pid == os.getpid()
+        process = self._ensure_started()
+        if process is None or not running:
+            return None  # not running, or just started: the model is loading
+        payload = text.encode("utf-8", "surrogatepass")
+        if len(payload) > MAX_TEXT_BYTES:
+            return None
+        try:
+            self._read_ready(process)  # answers to passages given up on, if any came
+            if self._unanswered >= MAX_BEHIND:
+                behind = time.monotonic() - (self._behind_since or time.monotonic())
+                if behind > HUNG_AFTER_S:
+                    log.warning(
+                        "the passage worker answered nothing for %.0f s: restarting", behind
+                    )
+                    self._stop()
+                return None
+            self._next_id += 1
+            request = self._next_id
+            self._send(process, _REQUEST.pack(request, len(payload)) + payload, deadline)
+            while True:  # answers to passages given up on come first: skip them
+                answer, status, body = self._answer(process, deadline)
+                if answer == request:
+                    break
+            if status == _VECTOR:
+                if not body or len(body) % 4:
+                    raise ValueError("a vector of a partial number of floats")
+                return np.frombuffer(body, dtype=np.float32).copy()
+            message = body.decode("utf-8", "replace")
+            if status == _NO_MODEL:  # it will not get better: embed here from now on
+                log.warning("the passage worker gives up: %s", message)
+                self._given_up = True
+                self._stop()
+            return None  # a failed embedding: the caller's own attempt reports it
+        except TimeoutError:  # still embedding, at its priority: the caller goes on
+            return None
+        except (OSError, ValueError, EOFError) as exc:  # the child died or sent nonsense
+            log.warning("the passage worker stopped: %s", exc or type(exc).__name__)
+            self._stop()
+            return None
 
     def _ensure_started(self) -> subprocess.Popen[bytes] | None:
         if self._process is not None and self._pid == os.getpid():
@@ -107,19 +145,24 @@ class PassageWorker:
             self._stop()
         if self._pid != os.getpid():
             self._process = None  # the parent's child: not ours to talk to or stop
-        if time.monotonic() < self._down_until:
+        if self._given_up or time.monotonic() < self._down_until:
             return None
+        from brainmap.childprocess import python_module
+
+        command, env = python_module("brainmap.passageworker", self.spec)
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "brainmap.passageworker", self.spec],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError:
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=env,
+            )  # fmt: skip
+        except OSError as exc:
+            log.warning("the passage worker could not start: %s", exc)
             self._down_until = time.monotonic() + RESTART_AFTER_S
             return None
+        assert self._process.stdin is not None
+        os.set_blocking(self._process.stdin.fileno(), False)  # a write never outlasts patience
         self._pid, self._buffer, self._unanswered = os.getpid(), b"", 0
+        self._behind_since = None
         return self._process
 
     def _stop(self) -> None:
@@ -136,20 +179,39 @@ class PassageWorker:
                 if stream is not None:
                     stream.close()
 
+    def _send(self, process: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
+        """Write a whole request by ``deadline``. Nothing written: TimeoutError (the request
+        is not sent); part of it: OSError (the stream is out of step, the child is stopped)."""
+        assert process.stdin is not None
+        fd = process.stdin.fileno()
+        sent = 0
+        while sent < len(data):
+            if not _ready(fd, select.POLLOUT, deadline):
+                if sent:
+                    raise OSError("a request was cut short")
+                raise TimeoutError
+            sent += os.write(fd, data[sent:])
+        self._unanswered += 1
+        if self._behind_since is None:
+            self._behind_since = time.monotonic()
+
     def _answer(self, process: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, bytes]:
         """The next answer by ``deadline`` (TimeoutError, with what came so far kept)."""
         self._fill(process, _ANSWER.size, deadline)
         answer, status, length = _ANSWER.unpack_from(self._buffer)
+        if length > MAX_ANSWER_BYTES or answer > self._next_id:
+            raise ValueError("an answer out of step")
         self._fill(process, _ANSWER.size + length, deadline)
         body = self._buffer[_ANSWER.size : _ANSWER.size + length]
         self._buffer = self._buffer[_ANSWER.size + length :]
-        self._unanswered -= 1
+        self._unanswered = max(0, self._unanswered - 1)
+        self._behind_since = time.monotonic() if self._unanswered else None
         return answer, status, body
 
     def _read_ready(self, process: subprocess.Popen[bytes]) -> None:
         """Read the answers that have come in (to passages given up on) without waiting."""
         with contextlib.suppress(TimeoutError):
-            while self._unanswered:
+            while self._unanswered > 0:
                 self._answer(process, time.monotonic())
 
     def _fill(self, process: subprocess.Popen[bytes], size: int, deadline: float) -> None:
@@ -158,18 +220,25 @@ class PassageWorker:
         assert process.stdout is not None
         fd = process.stdout.fileno()
         while len(self._buffer) < size:
-            left = deadline - time.monotonic()
-            if not select.select([fd], [], [], max(0.0, left))[0]:
+            if not _ready(fd, select.POLLIN, deadline):
                 raise TimeoutError
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                raise EOFError
+                raise EOFError("the passage worker ended")
             self._buffer += chunk
 
 
+def _ready(fd: int, event: int, deadline: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` (or closed) by ``deadline``."""
+    poller = select.poll()  # not select.select: descriptors past 1023 are fine
+    poller.register(fd, event)
+    return bool(poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
+
+
 def lowest_cpu_priority() -> None:
-    """Let this process run only when the CPUs would otherwise idle (Linux's ``SCHED_IDLE``),
-    else at the lowest nice value: the threads it starts later inherit it."""
+    """Let this process run only when the CPUs would otherwise idle (Linux's ``SCHED_IDLE``,
+    within its session's or cgroup's share), else at the lowest nice value: the threads it
+    starts later inherit it."""
     policy = getattr(os, "SCHED_IDLE", None)
     if policy is not None and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
@@ -188,23 +257,31 @@ def serve(spec: str, requests: BinaryIO, answers: BinaryIO) -> None:
         embedder = load_embedder(spec)
         failure = ""
     except Exception as exc:  # every request then gets the reason
-        failure = f"the embedder did not load: {exc}"
+        failure = f"the embedder {spec!r} did not load: {exc}"
     while True:
         head = requests.read(_REQUEST.size)
         if len(head) < _REQUEST.size:
             return  # the parent closed its end: it is gone
         request, length = _REQUEST.unpack(head)
         text = requests.read(length).decode("utf-8", "surrogatepass")
-        try:
-            if failure:
-                raise RuntimeError(failure)
-            vector = embedder.passages([text])[0].astype("<f4").tobytes()
-            answers.write(_ANSWER.pack(request, 0, len(vector)) + vector)
-        except Exception as exc:  # reported to the parent, which embeds it itself
-            message = str(exc).encode("utf-8", "replace")
-            answers.write(_ANSWER.pack(request, 1, len(message)) + message)
+        status, body = _NO_MODEL, failure.encode("utf-8", "replace")
+        if not failure:
+            try:
+                status, body = _VECTOR, embedder.passages([text])[0].astype("<f4").tobytes()
+            except Exception as exc:  # reported to the parent, which embeds it itself
+                status, body = _FAILED, str(exc).encode("utf-8", "replace")
+        answers.write(_ANSWER.pack(request, status, len(body)) + body)
         answers.flush()
 
 
+def main() -> None:
+    """``python -m brainmap.passageworker SPEC``: answer on what was stdout; whatever else
+    writes to stdout (a library's print) goes to stderr instead of into the answers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent decides
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.argv[1], sys.stdin.buffer, answers)
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+    main()

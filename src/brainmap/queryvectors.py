@@ -123,7 +123,8 @@ class QueryBatcher:
 
     Callers queue their text; one worker thread takes every queued text (up to ``max_batch``)
     and embeds them in one model call, so a burst of searches costs one call instead of one
-    each. With nothing queued a query is embedded at once. A failed call fails every query of
+    each. With nothing queued a query is embedded at once (unless the model is busy with a
+    passage embedded in this process, or an indexing pass). A failed call fails every query of
     its batch (with the model's error), and the worker carries on.
     """
 
@@ -222,13 +223,16 @@ def start_passage_worker(cfg: Config, *, now: bool = True) -> None:
     embedder that computes here (not a remote endpoint). The child starts ``now`` (it loads
     the model meanwhile), else with the first passage, which the caller then embeds itself."""
     global _passage_worker
-    if _passage_worker is not None or sys.platform == "win32" or not computes_here(cfg.embedder):
+    if sys.platform == "win32" or not computes_here(cfg.embedder):
         return
     from brainmap.passageworker import PassageWorker
 
-    _passage_worker = PassageWorker(cfg.embedder)
+    with _batchers_lock:
+        if _passage_worker is not None:
+            return
+        worker = _passage_worker = PassageWorker(cfg.embedder)
     if now:
-        _passage_worker.start()
+        worker.start()
 
 
 _batchers: dict[int, tuple[Embedder, QueryBatcher]] = {}

@@ -566,7 +566,8 @@ def serve(
     if ready is not None:
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
-    start_passage_worker(brain.cfg)
+    if not read_only:  # a read-only server never saves
+        start_passage_worker(brain.cfg)
     settle_heap()
     server.run(sockets=sockets)
 
