@@ -146,6 +146,9 @@ def test_a_server_saves_through_its_child_and_takes_it_down_on_exit(
                 break
             assert time.monotonic() < deadline, f"no idle passage worker: {children}"
             time.sleep(0.1)
+        log = home / "logs" / "passageworker.log"  # its stderr, and its stdout but the answers
+        for fd in (1, 2):
+            assert Path(f"/proc/{children[0]}/fd/{fd}").resolve() == log.resolve()
         busy = -1
         while (ticks := _cpu_ticks(children[0])) != busy:  # until it has loaded the model
             assert time.monotonic() < deadline, "the passage worker never settled"

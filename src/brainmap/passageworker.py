@@ -7,7 +7,8 @@ embedded by the caller, as the child loads); it loads the same embedder and answ
 passage at a time over its stdin and stdout. When it has not answered within the caller's
 patience (a machine busy with more than the parent's searches, or with them alone), has died,
 hangs or cannot start, :meth:`PassageWorker.embed` gives None and the caller embeds the passage
-itself. One that cannot load the model is given up for the process, with a warning. Run as
+itself. One that cannot load the model is given up for the process, with a warning. Its stderr
+(and whatever a library prints) goes to ``logs/passageworker.log`` in the home. Run as
 ``python -m brainmap.passageworker SPEC``.
 """
 
@@ -26,6 +27,8 @@ import time
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
 log = logging.getLogger("brainmap.passageworker")
@@ -50,8 +53,11 @@ HUNG_AFTER_S = 120.0
 class PassageWorker:
     """The parent's handle on the child process: thread-safe, one passage at a time."""
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, log_path: Path | None = None) -> None:
+        """``log_path``: where the child's stderr goes (a traceback, a library's print);
+        nowhere by default."""
         self.spec = spec
+        self.log_path = log_path
         self.answered = 0  # passages the child embedded (tests, benchmarks)
         self.fallbacks = 0  # passages the caller had to embed itself
         self._lock = threading.Lock()
@@ -151,10 +157,15 @@ class PassageWorker:
 
         command, env = python_module("brainmap.passageworker", self.spec)
         try:
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, env=env,
-            )  # fmt: skip
+            with contextlib.ExitStack() as stack:
+                errors: BinaryIO | int = subprocess.DEVNULL
+                if self.log_path is not None:
+                    self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                    errors = stack.enter_context(open(self.log_path, "ab"))
+                self._process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                    env=env,
+                )  # fmt: skip
         except OSError as exc:
             log.warning("the passage worker could not start: %s", exc)
             self._down_until = time.monotonic() + RESTART_AFTER_S

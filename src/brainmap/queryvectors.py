@@ -230,7 +230,8 @@ def start_passage_worker(cfg: Config, *, now: bool = True) -> None:
     with _batchers_lock:
         if _passage_worker is not None:
             return
-        worker = _passage_worker = PassageWorker(cfg.embedder)
+        log_path = cfg.home / "logs" / "passageworker.log"
+        worker = _passage_worker = PassageWorker(cfg.embedder, log_path)
     if now:
         worker.start()
 
