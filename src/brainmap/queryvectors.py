@@ -214,6 +214,7 @@ class QueryBatcher:
 
 
 _passage_worker: PassageWorker | None = None
+_passage_worker_lock = threading.Lock()
 
 
 def start_passage_worker(cfg: Config, *, now: bool = True) -> None:
@@ -227,7 +228,7 @@ def start_passage_worker(cfg: Config, *, now: bool = True) -> None:
         return
     from brainmap.passageworker import PassageWorker
 
-    with _batchers_lock:
+    with _passage_worker_lock:
         if _passage_worker is not None:
             return
         log_path = cfg.home / "logs" / "passageworker.log"
