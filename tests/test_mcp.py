@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -18,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from brainmap import ops
+from brainmap import libmap, ops
 from brainmap.mcp_server import tool_list
 from conftest import serving
 from test_server import _snapshot
@@ -306,3 +307,45 @@ def test_stdio_answers_a_line_that_is_not_json_with_a_parse_error(
     assert [a.get("error", {}).get("code") for a in answers] == [-32700] * 3 + [-32600, None]
     assert all(a["jsonrpc"] == "2.0" and a["id"] is None for a in answers[:4])
     assert answers[4]["id"] == 1 and answers[4]["result"]["serverInfo"]["name"] == "brainmap"
+
+
+def test_a_stdio_server_writes_the_map_its_saves_wait_for_before_it_exits(
+    brain: ops.Brain, home: Path
+) -> None:
+    """The map of a session's saves settles in the background; a session that ends first
+    (stdin closed, or SIGTERM) still leaves it current."""
+    brain.close()
+
+    async def save_and_close() -> None:
+        async with _stdio(home)() as session:
+            note = {"title": "Closing time", "body": "the map settles", "library": "example",
+                    "force": True}  # fmt: skip
+            assert (await _call(session, "save", note))["status"] == "saved"
+
+    anyio.run(save_and_close)
+    with ops.Brain(home) as after:
+        assert libmap.stale(after.cfg, after.store) == []
+    env = {**os.environ, "BRAINMAP_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-m", "brainmap", "mcp"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "save",
+            "arguments": {"title": "Killed", "body": "by SIGTERM", "library": "example",
+                          "force": True}}},
+    ]  # fmt: skip
+    for message in messages:
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+    answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    assert answers[1]["id"] == 2 and not answers[1]["result"].get("isError")
+    with ops.Brain(home) as during:
+        assert libmap.stale(during.cfg, during.store) == ["example"]  # waiting to settle
+    proc.send_signal(signal.SIGTERM)  # stdin still open
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    with ops.Brain(home) as after:
+        assert libmap.stale(after.cfg, after.store) == []

@@ -6,7 +6,9 @@ libraries it touched (adding a library changes nothing that derives: it has no r
 interrupted, or failed, is caught up by the next call, whoever makes it:
 
 - facts: a library's assertions are re-paired when its observations changed;
-- the library map: blocks whose library changed are recomputed, with their partners';
+- the library map: blocks whose library changed are recomputed, with their partners' (a
+  long-lived process settles the map of its single-file writes in the background, at most
+  once per :data:`MAP_SETTLE_S`: :class:`MapSettler`);
 - the MCP instructions follow the map's generation by themselves (``mcp_server``);
 - diary rollups (on request): completed weeks and months whose days changed are rewritten.
 
@@ -17,7 +19,8 @@ also hold the home's write lock while they run: :func:`changing` takes it and ru
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ def after_change(
     embed: bool = True,
     removed: Sequence[str] = (),
     rollups: bool = False,
+    settler: MapSettler | None = None,
 ) -> Derived:
     """Bring what derives from ``libraries`` (all when None) up to date after a change. It
     sees the whole index, whoever's call changed it: what derives is everybody's.
@@ -56,7 +60,8 @@ def after_change(
     ``removed`` names libraries that are gone (their partners lose the bridges to them);
     ``embed=False`` never loads the embedding model (map sentences keep their vectors when
     unchanged, the others wait for the next call that embeds); ``rollups`` also writes the
-    diary rollups of completed periods.
+    diary rollups of completed periods; ``settler`` refreshes the map later, in the
+    background (``Derived.map`` then stays empty).
     """
     with store.db.seeing(None):
         derived = Derived()
@@ -73,7 +78,8 @@ def after_change(
             name for name in names if name in ids and pair_library(store, ids[name])
         ]
         libs = [cfg.library(name) for name in names]
-        derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
+        if settler is None or not settler.add(names, embed=embed):
+            derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
         if removed:
             # the libraries whose bridges name a removed one lose them (their sentences stay)
             gone = set(removed)
@@ -101,12 +107,17 @@ def roll_up_completed(
 
 
 def after_change_quietly(
-    cfg: Config, store: Store, libraries: Sequence[str], *, embed: bool = True
+    cfg: Config,
+    store: Store,
+    libraries: Sequence[str],
+    *,
+    embed: bool = True,
+    settler: MapSettler | None = None,
 ) -> Derived:
     """:func:`after_change` for writers whose change is already safe on disk (save, ingest,
     verify, the diary): a failure here is logged, and the next call catches up."""
     try:
-        return after_change(cfg, store, libraries, embed=embed)
+        return after_change(cfg, store, libraries, embed=embed, settler=settler)
     except Exception:  # derived data: the note is written and indexed
         log.warning("derived data not refreshed for %s", ", ".join(libraries), exc_info=True)
         return Derived()
@@ -136,3 +147,82 @@ def changing(
         yield derived
         done = after_change(cfg, store, libraries, embed=embed, removed=removed, rollups=rollups)
         vars(derived).update(vars(done))
+
+
+#: how long a long-lived process lets the library map of its single-file writes wait
+MAP_SETTLE_S = 5.0
+
+
+class MapSettler:
+    """The library map of a long-lived process's single-file writes (save, ingest, verify,
+    the diary), refreshed in the background at most once per ``delay_s``.
+
+    A block is computed from its whole library (entity degrees, bridges, sizes): tens of
+    milliseconds of a server's CPU at a few thousand notes, which every save a second would
+    take from the searches. The map is an overview for the next session, so the saves of
+    ``delay_s`` share one refresh. Readers in this process call :meth:`flush` first (they see
+    their own writes); other processes see the map at most ``delay_s`` late, and a process
+    that dies first leaves it to the next writer of the library or ``reindex``, which judge
+    the blocks by their state. ``store`` gives the calling thread's store.
+    """
+
+    def __init__(
+        self, cfg: Config, store: Callable[[], Store], *, delay_s: float = MAP_SETTLE_S
+    ) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._delay_s = delay_s
+        self._lock = threading.Lock()
+        self._refreshing = threading.Lock()  # one refresh at a time
+        self._pending: dict[str, bool] = {}  # library -> whether to embed its sentence
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def add(self, libraries: Sequence[str], *, embed: bool) -> bool:
+        """Refresh the map of ``libraries`` within ``delay_s``; False once closed (the
+        caller refreshes it itself)."""
+        with self._lock:
+            if self._closed:
+                return False
+            for name in libraries:
+                self._pending[name] = self._pending.get(name, False) or embed
+            if self._timer is None:
+                self._timer = threading.Timer(self._delay_s, self._settle)
+                self._timer.daemon = True
+                self._timer.start()
+        return True
+
+    def pending(self) -> list[str]:
+        """The libraries whose map waits for the next refresh."""
+        with self._lock:
+            return list(self._pending)
+
+    def flush(self) -> list[str]:
+        """Refresh what waits, now, on the calling thread; returns the libraries given a new
+        block."""
+        with self._refreshing:
+            with self._lock:
+                pending, self._pending, self._timer = self._pending, {}, None
+            libs = [lib for lib in self._cfg.libraries if lib.name in pending]
+            if not libs:
+                return []
+            embed = any(pending[lib.name] for lib in libs)
+            store = self._store()
+            with store.db.seeing(None):  # a reader's flush: the blocks see every library
+                return libmap.refresh(self._cfg, store, libs, embed=embed)
+
+    def close(self) -> None:
+        """Refresh what waits and refresh nothing later (writers then refresh the map
+        themselves)."""
+        with self._lock:
+            self._closed = True
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        self.flush()
+
+    def _settle(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # derived data: the next writer or reindex catches up
+            log.warning("library map not refreshed", exc_info=True)

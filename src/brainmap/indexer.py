@@ -1052,7 +1052,7 @@ def index_files(
     from brainmap.embedders import EmbedderError
 
     library_id = store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
-    states = store.entries.entry_states(library_id)
+    states = store.entries.entry_states(library_id, rels)
     has_git = store.graph.git_state(library_id) is not None
     from brainmap.collectors.files import ProjectFinder
 

@@ -11,7 +11,10 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import re
+import signal
+import threading
 from collections.abc import Collection, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -166,6 +169,7 @@ class _BrainServer(Server[Any]):
         who = None if principal is None else tuple(sorted(principal.roles.items()))
         cached = self._cached.get(who)
         try:
+            self._brain.settle_map()  # the generation then counts this process's writes
             key = (
                 self._brain.store.maps.generation(),
                 tuple(x.name for x in self._brain.cfg.libraries),
@@ -335,6 +339,31 @@ class _AnsweringBadLines:
         await self.aclose()
 
 
+#: how long a stopped stdio server may spend writing the map that waits before it exits
+SIGTERM_GRACE_S = 5.0
+
+
+def _settle_and_exit_on_sigterm(brain: Brain) -> None:
+    """On SIGTERM, write the library map that this process's writes wait for, then exit.
+
+    Not by raising in the main thread: the event loop would then wait for its thread blocked
+    reading stdin, which the client keeps open. The map is written on a thread of its own
+    (the main thread may hold the settler's lock when the signal comes), within
+    :data:`SIGTERM_GRACE_S`, and the process ends with ``os._exit`` as the signal's default
+    action would have ended it.
+    """
+
+    def finish(code: int) -> None:
+        threading.Timer(SIGTERM_GRACE_S, os._exit, (code,)).start()
+        brain.settle_map()
+        os._exit(code)
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        threading.Thread(target=finish, args=(128 + signum,), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     """Serve MCP over stdin/stdout until stdin closes."""
     from mcp.server.stdio import stdio_server
@@ -344,6 +373,8 @@ def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     server = create_server(brain, read_only=read_only)
     if not read_only:
         start_passage_worker(brain.cfg, now=False)  # most sessions save nothing
+        brain.settle_map_later()
+        _settle_and_exit_on_sigterm(brain)  # a client may stop us so, stdin left open
     settle_heap()
 
     async def main() -> None:

@@ -568,6 +568,7 @@ def serve(
         ready(f"http://{shown}:{port}")
     if not read_only:  # a read-only server never saves
         start_passage_worker(brain.cfg)
+        brain.settle_map_later()
     settle_heap()
     server.run(sockets=sockets)
 

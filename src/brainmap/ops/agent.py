@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from brainmap import derive, diary
+from brainmap import diary
 from brainmap.errors import UserError
 from brainmap.indexer import index_files
 from brainmap.ops.core import Brain, _Input, op
@@ -579,7 +579,7 @@ def _index_written(brain: Brain, written: list[diary.Written], *, embed: bool = 
         lib = brain.cfg.library(written[0].library)
         index_files(brain.cfg, brain.store, lib, list(dict.fromkeys(w.path for w in written)),
                     embed=embed)  # fmt: skip
-        derive.after_change_quietly(brain.cfg, brain.store, [lib.name], embed=embed)
+        brain.changed([lib.name], embed=embed)
 
 
 @op("diary_rollup", DiaryRollupInput, DiaryRollupReport, writes=True)

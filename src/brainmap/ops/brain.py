@@ -6,8 +6,10 @@ embedding model load only when an op asks for them.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +18,10 @@ from brainmap.config import ensure_home, resolve_home
 from brainmap.errors import UserError
 from brainmap.store import Store
 
+log = logging.getLogger("brainmap.ops")
+
 if TYPE_CHECKING:
+    from brainmap.derive import Derived, MapSettler
     from brainmap.ftsquery import TermStats
     from brainmap.notes import Notes
     from brainmap.search import Searcher
@@ -46,6 +51,9 @@ class Brain:
         self._vectors: VectorIndex | None = None
         self._term_stats: TermStats | None = None
         self._search_slots: threading.Semaphore | None = None
+        #: set in a long-lived process (:meth:`settle_map_later`), else single-file writes
+        #: refresh the library map before they return
+        self.map_settler: MapSettler | None = None
 
     @property
     def store(self) -> Store:
@@ -105,11 +113,45 @@ class Brain:
 
         return Notes(self.cfg, self.searcher)
 
+    def changed(self, libraries: Sequence[str], *, embed: bool = True) -> Derived:
+        """The after-change step of a single-file writer whose change is safe on disk (save,
+        ingest, verify, the diary, a hook): :func:`brainmap.derive.after_change_quietly`."""
+        from brainmap.derive import after_change_quietly  # a search never needs it
+
+        return after_change_quietly(
+            self.cfg, self.store, libraries, embed=embed, settler=self.map_settler
+        )
+
+    def settle_map_later(self, delay_s: float | None = None) -> None:
+        """Let the library map of single-file writes settle in the background, within
+        ``delay_s`` (default :data:`brainmap.derive.MAP_SETTLE_S`): a long-lived process,
+        ``brainmap serve`` or ``brainmap mcp``."""
+        from brainmap.derive import MAP_SETTLE_S, MapSettler
+
+        delay = MAP_SETTLE_S if delay_s is None else delay_s
+        self.map_settler = MapSettler(self.cfg, lambda: self.store, delay_s=delay)
+
+    def settle_map(self) -> None:
+        """Refresh the library map now if writes of this process wait for it (a reader of the
+        map sees its own writes)."""
+        if self.map_settler is not None and self.map_settler.pending():
+            try:
+                self.map_settler.flush()
+            except Exception:  # derived data: the reader gets the map as it is
+                log.warning("library map not refreshed", exc_info=True)
+
     def save_config(self) -> None:
         config_mod.save(self.cfg)
 
     def close(self) -> None:
-        """Close every thread's connection (call when no operation is running)."""
+        """Refresh the library map if writes wait for it, then close every thread's
+        connection (call when no operation is running)."""
+        settler, self.map_settler = self.map_settler, None
+        if settler is not None:
+            try:
+                settler.close()
+            except Exception:  # derived data: the next writer or reindex catches up
+                log.warning("library map not refreshed", exc_info=True)
         with self._lock:
             stores, self._stores, self._idle = self._stores, [], []
         for store in stores:

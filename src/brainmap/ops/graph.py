@@ -214,5 +214,5 @@ def verify(brain: Brain, inp: VerifyInput) -> SaveResult:
     if found is None:
         raise UserError(f"no entry {inp.ref!r}", status=404)
     result = brain.notes.verify(found[0], dt.date.today())
-    derive.after_change_quietly(brain.cfg, brain.store, [result.library])
+    brain.changed([result.library])
     return result

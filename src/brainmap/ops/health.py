@@ -246,6 +246,7 @@ def doctor(brain: Brain, inp: NoInput) -> DoctorReport:
             Check(f"files:{lib.name}", not stale, detail,
                   None if not stale else f"brainmap reindex {lib.name}", items)
         )  # fmt: skip
+    brain.settle_map()  # what this process wrote is not behind, only waiting
     behind = libmap.stale(brain.cfg, store)
     checks.append(
         Check("map", not behind,

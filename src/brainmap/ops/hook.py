@@ -150,7 +150,7 @@ def written_text(args: dict[str, Any]) -> str:
 def record_session(brain: Brain, project: Project, event: HookEvent) -> str | None:
     """Append the session's new turns to the diary and index the day (text only; the
     vectors are made later, in a detached process, or by the next reindex)."""
-    from brainmap import derive, diary
+    from brainmap import diary
     from brainmap.indexer import index_files
 
     appended = diary.append_session(
@@ -161,7 +161,7 @@ def record_session(brain: Brain, project: Project, event: HookEvent) -> str | No
         return None
     lib = brain.cfg.library(appended.library)
     index_files(brain.cfg, brain.store, lib, [appended.path], embed=False)
-    derive.after_change_quietly(brain.cfg, brain.store, [lib.name], embed=False)
+    brain.changed([lib.name], embed=False)
     reasoner = brain.cfg.reasoner
     if reasoner.enabled and reasoner.diary:
         # the summary is the model's: never on the hook's time (that run embeds afterwards)
@@ -185,7 +185,7 @@ def _roll_up(brain: Brain, reply: HookReply) -> None:
         return
     libraries = list(dict.fromkeys(EntryRef.parse(w).library for w in reply.rollups))
     if libraries:
-        derive.after_change_quietly(brain.cfg, brain.store, libraries, embed=False)
+        brain.changed(libraries, embed=False)
 
 
 def embed_later(brain: Brain, library: str) -> None:

@@ -77,6 +77,7 @@ def map_text(brain: Brain, libraries: list[str] | None = None) -> str:
 def _blocks(brain: Brain, names: list[str] | None = None) -> list[MapBlock]:
     """The active blocks (of ``names``), their bridges cut to the libraries the current
     call may see: a team's user learns nothing of another library from a shared entity."""
+    brain.settle_map()
     db = brain.store.db
     found = libmap.blocks(brain.store, names)
     if db.visible is None:

@@ -91,9 +91,7 @@ def save(brain: Brain, inp: SaveInput) -> SaveResult:
 def _derived(brain: Brain, result: SaveResult) -> SaveResult:
     """Run the after-change step when something was written."""
     if result.status in ("saved", "merged", "verified"):
-        from brainmap import derive  # a search never needs it
-
-        derive.after_change_quietly(brain.cfg, brain.store, [result.library])
+        brain.changed([result.library])
     return result
 
 
@@ -149,8 +147,6 @@ def supersede(brain: Brain, inp: SupersedeInput) -> SupersedeResult:
     leaves default search, hooks and facts evidence; search with include_inactive=true still
     finds it, and get shows what replaced it."""
     result = brain.notes.supersede(inp.old, inp.new)
-    from brainmap import derive  # a search never needs it
-
     libraries = list(dict.fromkeys([result.new_library, result.old_library]))
-    derive.after_change_quietly(brain.cfg, brain.store, libraries)
+    brain.changed(libraries)
     return result

@@ -129,19 +129,31 @@ class EntryRepo:
 
     # entries
 
-    def entry_states(self, library_id: int) -> dict[str, EntryState]:
-        return self._file_states("entry", library_id)
+    def entry_states(
+        self, library_id: int, paths: Sequence[str] | None = None
+    ) -> dict[str, EntryState]:
+        """Path -> what the index knows of the library's entries (of ``paths`` only, when
+        given: a save looks up its file, not the whole library)."""
+        return self._file_states("entry", library_id, paths)
 
     def code_states(self, library_id: int) -> dict[str, EntryState]:
         return self._file_states("code_file", library_id)
 
-    def _file_states(self, table: str, library_id: int) -> dict[str, EntryState]:
-        states = self.db.records(
-            EntryState,
+    def _file_states(
+        self, table: str, library_id: int, paths: Sequence[str] | None = None
+    ) -> dict[str, EntryState]:
+        query = (
             f"SELECT path, id, mtime_ns, size, indexed_ns, content_hash FROM {table} "
-            "WHERE library_id = ?",
-            (library_id,),
+            "WHERE library_id = ?"
         )
+        if paths is None:
+            states = self.db.records(EntryState, query, (library_id,))
+        else:
+            states = []
+            for part in batched(list(paths), 500):
+                states += self.db.records(
+                    EntryState, f"{query} AND path IN ({marks(len(part))})", (library_id, *part)
+                )
         return {s.path: s for s in states}
 
     def touch_entry(self, entry_id: str, mtime_ns: int, size: int, indexed_ns: int) -> None:
