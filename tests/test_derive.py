@@ -274,3 +274,19 @@ def test_a_server_settles_the_map_of_its_saves(brain: ops.Brain, home: Path) -> 
         note["title"] += " again"
         assert httpx.post(f"{url}/save", json=note, timeout=60).json()["status"] == "saved"
         assert entries(url) == before + 2  # its own readers see its saves at once
+
+
+def test_a_long_lived_writer_holds_the_vector_cache_open(
+    home: Path, tmp_path: Path, warm_cache: Path
+) -> None:
+    """A save closes the cache's connections; the last to close would write its log back
+    and delete it, holding the GIL: the held connection makes none of them the last."""
+    brain = _home(home, tmp_path, warm_cache)
+    log = brain.cfg.cache_path.with_name(brain.cfg.cache_path.name + "-wal")
+    _save(brain, tmp_path)
+    assert not log.exists()  # the save's own connection was the last: it checkpointed
+    brain.hold_vector_cache()
+    _ingest(brain, tmp_path)
+    assert log.exists()  # not the last: left for the held one
+    brain.close()
+    assert not log.exists()  # which is, when the process ends

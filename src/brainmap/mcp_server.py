@@ -368,12 +368,9 @@ def run_stdio(brain: Brain, *, read_only: bool = False) -> None:
     """Serve MCP over stdin/stdout until stdin closes."""
     from mcp.server.stdio import stdio_server
 
-    from brainmap.queryvectors import start_passage_worker
-
     server = create_server(brain, read_only=read_only)
     if not read_only:
-        start_passage_worker(brain.cfg, now=False)  # most sessions save nothing
-        brain.settle_map_later()
+        brain.serve_writes(worker_now=False)  # most sessions save nothing
         _settle_and_exit_on_sigterm(brain)  # a client may stop us so, stdin left open
     settle_heap()
 

@@ -46,7 +46,6 @@ from brainmap.longlived import settle_heap
 from brainmap.mcp_server import ScopedEndpoint, create_server
 from brainmap.ops import Brain, NoInput, Op, describe_errors, served, to_json
 from brainmap.ops.access import PRINCIPAL, requester, run
-from brainmap.queryvectors import start_passage_worker
 from brainmap.team import OWNER, Principal, Team
 
 log = logging.getLogger("brainmap.server")
@@ -567,8 +566,7 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
     if not read_only:  # a read-only server never saves
-        start_passage_worker(brain.cfg)
-        brain.settle_map_later()
+        brain.serve_writes()
     settle_heap()
     server.run(sockets=sockets)
 

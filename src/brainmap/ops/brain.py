@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from brainmap.ftsquery import TermStats
     from brainmap.notes import Notes
     from brainmap.search import Searcher
+    from brainmap.store.cache import VectorCache
     from brainmap.vectorindex import VectorIndex
 
 
@@ -54,6 +55,7 @@ class Brain:
         #: set in a long-lived process (:meth:`settle_map_later`), else single-file writes
         #: refresh the library map before they return
         self.map_settler: MapSettler | None = None
+        self._held_cache: VectorCache | None = None
 
     @property
     def store(self) -> Store:
@@ -122,6 +124,17 @@ class Brain:
             self.cfg, self.store, libraries, embed=embed, settler=self.map_settler
         )
 
+    def serve_writes(self, *, worker_now: bool = True) -> None:
+        """Set a long-lived process that writes (``brainmap serve``, ``brainmap mcp``) up so
+        that its saves cost its searches little: their passages embedded by a child process
+        (:func:`brainmap.queryvectors.start_passage_worker`, started now or at the first
+        save), the library map settled in the background, the vector cache held open."""
+        from brainmap.queryvectors import start_passage_worker
+
+        start_passage_worker(self.cfg, now=worker_now)
+        self.settle_map_later()
+        self.hold_vector_cache()
+
     def settle_map_later(self, delay_s: float | None = None) -> None:
         """Let the library map of single-file writes settle in the background, within
         ``delay_s`` (default :data:`brainmap.derive.MAP_SETTLE_S`): a long-lived process,
@@ -130,6 +143,16 @@ class Brain:
 
         delay = MAP_SETTLE_S if delay_s is None else delay_s
         self.map_settler = MapSettler(self.cfg, lambda: self.store, delay_s=delay)
+
+    def hold_vector_cache(self) -> None:
+        """Keep a connection to the vector cache open until :meth:`close` (a long-lived
+        process that writes). The last connection to a SQLite file in WAL mode to close
+        checkpoints it and deletes its log, holding Python's GIL for 1-7 ms: each save opens
+        and closes the cache twice, and every search of the server would wait that long."""
+        from brainmap.store.cache import VectorCache
+
+        if self._held_cache is None:
+            self._held_cache = VectorCache(self.cfg.cache_path)
 
     def settle_map(self) -> None:
         """Refresh the library map now if writes of this process wait for it (a reader of the
@@ -157,6 +180,9 @@ class Brain:
         for store in stores:
             store.close()
         self._local = threading.local()
+        held, self._held_cache = self._held_cache, None
+        if held is not None:
+            held.close()  # the last one: the cache's log is written back and deleted
 
     def __enter__(self) -> Brain:
         return self
