@@ -216,6 +216,8 @@ def save_cpu(url: str, server: int, saves: int) -> dict[str, float]:
     times: list[float] = []
     saver(url, time.monotonic() + saves - 0.5, 1.0, times)
     time.sleep(6)  # the map of the last saves settles (MAP_SETTLE_S)
+    if _children(server) != children:
+        raise SystemExit("the passage worker was restarted during --save-cpu: no figure")
     after = _cpu_seconds(server), sum(_cpu_seconds(c) for c in children)
     return {
         "save_cpu_saves": len(times),

@@ -85,6 +85,10 @@ def _verify(brain: ops.Brain, tmp_path: Path) -> None:
     ops.verify(brain, ops.VerifyInput(ref="web:notes/web.md"))
 
 
+def _supersede(brain: ops.Brain, tmp_path: Path) -> None:
+    ops.supersede(brain, ops.SupersedeInput(old="web:notes/web.md", new="web:README.md"))
+
+
 def _collect(brain: ops.Brain, tmp_path: Path) -> None:
     write(tmp_path / "web" / "compose.yaml", "services:\n  web:\n    ports: ['8000:80']\n")
     ops.collect(brain, ops.CollectInput(libraries=["web"]))
@@ -150,7 +154,7 @@ def _diary(brain: ops.Brain, tmp_path: Path) -> None:
 
 WRITERS: dict[str, Callable[[ops.Brain, Path], None]] = {
     "reindex": _reindex, "save": _save, "ingest": _ingest, "merge": _merge, "verify": _verify,
-    "collect": _collect, "git_import": _git_import, "library_add": _library_add,
+    "supersede": _supersede, "collect": _collect, "git_import": _git_import, "library_add": _library_add,
     "library_remove": _library_remove, "gc": _gc, "watch": _watch, "diary": _diary,
 }  # fmt: skip
 
@@ -195,7 +199,7 @@ def test_the_step_catches_up_what_an_interrupted_writer_left(
     brain.close()
 
 
-SINGLE_FILE = ["save", "ingest", "merge", "verify", "diary"]
+SINGLE_FILE = ["save", "ingest", "merge", "verify", "supersede", "diary"]
 
 
 @pytest.mark.parametrize("writer", SINGLE_FILE)
@@ -266,6 +270,7 @@ def test_a_server_settles_the_map_of_its_saves(brain: ops.Brain, home: Path) -> 
         before = entries(url)
         assert httpx.post(f"{url}/save", json=note, timeout=60).json()["status"] == "saved"
         other = ops.Brain(home)
+        assert libmap.stale(other.cfg, other.store) == [library]  # settling, MAP_SETTLE_S
         deadline = time.monotonic() + 30  # MAP_SETTLE_S, on a busy machine
         while libmap.stale(other.cfg, other.store):
             assert time.monotonic() < deadline, "the server never settled the map"

@@ -161,7 +161,7 @@ class MapSettler:
     milliseconds of a server's CPU at a few thousand notes, which every save a second would
     take from the searches. The map is an overview for the next session, so the saves of
     ``delay_s`` share one refresh. Readers in this process call :meth:`flush` first (they see
-    their own writes); other processes see the map at most ``delay_s`` late, and a process
+    their own writes, even one whose refresh is under way); other processes see the map at most ``delay_s`` late, and a process
     that dies first leaves it to the next writer of the library or ``reindex``, which judge
     the blocks by their state. ``store`` gives the calling thread's store.
     """
@@ -198,18 +198,25 @@ class MapSettler:
             return list(self._pending)
 
     def flush(self) -> list[str]:
-        """Refresh what waits, now, on the calling thread; returns the libraries given a new
-        block."""
+        """Refresh what waits, now, on the calling thread (after a refresh under way on
+        another); returns the libraries given a new block. What a failed refresh was for
+        waits again, for the next write, read or exit."""
         with self._refreshing:
             with self._lock:
                 pending, self._pending, self._timer = self._pending, {}, None
-            libs = [lib for lib in self._cfg.libraries if lib.name in pending]
+            known = {lib.name: lib for lib in list(self._cfg.libraries)}  # one may go meanwhile
+            libs = [known[name] for name in pending if name in known]
             if not libs:
                 return []
-            embed = any(pending[lib.name] for lib in libs)
-            store = self._store()
-            with store.db.seeing(None):  # a reader's flush: the blocks see every library
-                return libmap.refresh(self._cfg, store, libs, embed=embed)
+            try:
+                store = self._store()
+                with store.db.seeing(None):  # a reader's flush: the blocks see every library
+                    return libmap.refresh(self._cfg, store, libs, embed=any(pending.values()))
+            except BaseException:
+                with self._lock:
+                    for name, embed in pending.items():
+                        self._pending[name] = self._pending.get(name, False) or embed
+                raise
 
     def close(self) -> None:
         """Refresh what waits and refresh nothing later (writers then refresh the map

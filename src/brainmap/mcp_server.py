@@ -12,6 +12,7 @@ import contextvars
 import json
 import logging
 import os
+import queue
 import re
 import signal
 import threading
@@ -169,7 +170,8 @@ class _BrainServer(Server[Any]):
         who = None if principal is None else tuple(sorted(principal.roles.items()))
         cached = self._cached.get(who)
         try:
-            self._brain.settle_map()  # the generation then counts this process's writes
+            # the map of this process's last writes may still settle (MAP_SETTLE_S): then
+            # the generation moves, and the next session's instructions follow
             key = (
                 self._brain.store.maps.generation(),
                 tuple(x.name for x in self._brain.cfg.libraries),
@@ -344,24 +346,31 @@ SIGTERM_GRACE_S = 5.0
 
 
 def _settle_and_exit_on_sigterm(brain: Brain) -> None:
-    """On SIGTERM, write the library map that this process's writes wait for, then exit.
+    """On SIGTERM, write the library map that this process's writes wait for (and wait for a
+    refresh under way), then exit.
 
     Not by raising in the main thread: the event loop would then wait for its thread blocked
-    reading stdin, which the client keeps open. The map is written on a thread of its own
-    (the main thread may hold the settler's lock when the signal comes), within
-    :data:`SIGTERM_GRACE_S`, and the process ends with ``os._exit`` as the signal's default
-    action would have ended it.
+    reading stdin, which the client keeps open. The handler only wakes a thread started now
+    (starting one from a handler could deadlock on the threading module's own lock); that
+    thread writes the map within :data:`SIGTERM_GRACE_S` and ends the process with
+    ``os._exit``, as the signal's default action would have ended it.
     """
+    settler = brain.map_settler
+    if settler is None:
+        return
+    stopped: queue.SimpleQueue[int] = queue.SimpleQueue()
 
-    def finish(code: int) -> None:
+    def finish() -> None:
+        code = stopped.get()
         threading.Timer(SIGTERM_GRACE_S, os._exit, (code,)).start()
-        brain.settle_map()
+        try:
+            settler.close()
+        except Exception:  # derived data: the next writer or reindex catches up
+            log.warning("library map not refreshed", exc_info=True)
         os._exit(code)
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        threading.Thread(target=finish, args=(128 + signum,), daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    threading.Thread(target=finish, name="sigterm", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.put(128 + signum))
 
 
 def run_stdio(brain: Brain, *, read_only: bool = False) -> None:

@@ -142,7 +142,12 @@ class Brain:
         from brainmap.derive import MAP_SETTLE_S, MapSettler
 
         delay = MAP_SETTLE_S if delay_s is None else delay_s
-        self.map_settler = MapSettler(self.cfg, lambda: self.store, delay_s=delay)
+        before, self.map_settler = (
+            self.map_settler,
+            MapSettler(self.cfg, lambda: self.store, delay_s=delay),
+        )
+        if before is not None:
+            before.close()
 
     def hold_vector_cache(self) -> None:
         """Keep a connection to the vector cache open until :meth:`close` (a long-lived
@@ -152,12 +157,15 @@ class Brain:
         from brainmap.store.cache import VectorCache
 
         if self._held_cache is None:
-            self._held_cache = VectorCache(self.cfg.cache_path)
+            try:
+                self._held_cache = VectorCache(self.cfg.cache_path)
+            except Exception:  # the saves work without it, each closing its own connection
+                log.warning("vector cache not held open", exc_info=True)
 
     def settle_map(self) -> None:
-        """Refresh the library map now if writes of this process wait for it (a reader of the
-        map sees its own writes)."""
-        if self.map_settler is not None and self.map_settler.pending():
+        """Refresh the library map now if writes of this process wait for it, or wait for
+        their refresh under way (a reader of the map sees its own writes)."""
+        if self.map_settler is not None:
             try:
                 self.map_settler.flush()
             except Exception:  # derived data: the reader gets the map as it is

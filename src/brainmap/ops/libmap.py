@@ -67,17 +67,20 @@ def map_(brain: Brain, inp: MapInput) -> LibraryMap:
 
 def map_text(brain: Brain, libraries: list[str] | None = None) -> str:
     """The compact map of the libraries (all when None) within the configured token budget
-    (the MCP instructions use it)."""
-    found = {b.library: b for b in _blocks(brain)}
+    (the MCP instructions use it: as stored, without waiting for the map of this process's
+    last writes to settle, since an HTTP server reads them on its event loop)."""
+    found = {b.library: b for b in _blocks(brain, settle=False)}
     chosen = brain.cfg.select(libraries)
     shown = [found.get(lib.name) or _not_indexed(lib.name) for lib in chosen]
     return libmap.compact(shown, brain.cfg.map.instructions_tokens)
 
 
-def _blocks(brain: Brain, names: list[str] | None = None) -> list[MapBlock]:
+def _blocks(brain: Brain, names: list[str] | None = None, *, settle: bool = True) -> list[MapBlock]:
     """The active blocks (of ``names``), their bridges cut to the libraries the current
-    call may see: a team's user learns nothing of another library from a shared entity."""
-    brain.settle_map()
+    call may see: a team's user learns nothing of another library from a shared entity.
+    With ``settle``, the map of this process's writes is refreshed first."""
+    if settle:
+        brain.settle_map()
     db = brain.store.db
     found = libmap.blocks(brain.store, names)
     if db.visible is None:
