@@ -77,9 +77,9 @@ def after_change(
         derived.facts_paired = [
             name for name in names if name in ids and pair_library(store, ids[name])
         ]
-        libs = [cfg.library(name) for name in names]
-        if settler is None or not settler.add(names, embed=embed):
-            derived.map = libmap.refresh(cfg, store, libs, embed=embed) if libs else []
+        if names and (settler is None or not settler.add(names, embed=embed)):
+            libs = [cfg.library(name) for name in names]
+            derived.map = libmap.refresh(cfg, store, libs, embed=embed)
         if removed:
             # the libraries whose bridges name a removed one lose them (their sentences stay)
             gone = set(removed)
@@ -161,9 +161,10 @@ class MapSettler:
     milliseconds of a server's CPU at a few thousand notes, which every save a second would
     take from the searches. The map is an overview for the next session, so the saves of
     ``delay_s`` share one refresh. Readers in this process call :meth:`flush` first (they see
-    their own writes, even one whose refresh is under way); other processes see the map at most ``delay_s`` late, and a process
-    that dies first leaves it to the next writer of the library or ``reindex``, which judge
-    the blocks by their state. ``store`` gives the calling thread's store.
+    their own writes, even one whose refresh is under way); other processes see the map at
+    most ``delay_s`` late, and a process that dies first leaves it to the next writer of the
+    library or ``reindex``, which judge the blocks by their state. ``store`` gives the
+    calling thread's store.
     """
 
     def __init__(

@@ -150,7 +150,7 @@ class EntryRepo:
             states = self.db.records(EntryState, query, (library_id,))
         else:
             states = []
-            for part in batched(list(paths), 500):
+            for part in batched(list(paths)):
                 states += self.db.records(
                     EntryState, f"{query} AND path IN ({marks(len(part))})", (library_id, *part)
                 )
