@@ -6,7 +6,8 @@ Prints one JSON line.
 One home holds the tldr sample (400 commands in en/es/it/zh, with vectors) and the LoCoMo dev
 conversations. Positives: a tldr description against the sample (its page is the relevant
 hit), a LoCoMo question against its conversation (a hit holding an evidence turn). Negatives:
-each against the other corpus, and strings of random letters against both. Every query's top
+each against the other corpus, a LoCoMo question against the other conversations (the same
+kind of text, about other people: ``dialogue``), and strings of random letters against both. Every query's top
 10 hybrid hits are taken once, without the floor, with their coverage and similarity; the
 thresholds of ``[search]`` are then applied offline. Reported, for the configured thresholds
 and for the grid's best: the false-strong rate (negatives with a strong hit), the strong rate
@@ -69,7 +70,7 @@ def rates(probes: list[Probe], s: config.SearchSettings) -> dict[str, float]:
             / max(sum(p.kind == kind for p in neg), 1),
             4,
         )
-        for kind in ("tldr", "locomo", "nonsense")
+        for kind in ("tldr", "locomo", "dialogue", "nonsense")
     }
     return {
         "false_strong": round(false_strong, 4),
@@ -114,6 +115,9 @@ def main() -> None:
         probes.append(probe(brain, "locomo", True, query, [name],
                             lambda h, ev=evidence: bool(set(TURN_ID.findall(h.text)) & ev)))  # fmt: skip
         probes.append(probe(brain, "locomo", False, query, ["sample"], lambda h: False))
+        # the same kind of text about other people: a negative in the question's own domain
+        others = [other for other in dialogue_libraries if other != name]
+        probes.append(probe(brain, "dialogue", False, query, others, lambda h: False))
     for _ in range(100):
         words = [
             "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 9)))

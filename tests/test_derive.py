@@ -20,6 +20,7 @@ import pygit2
 import pytest
 
 from brainmap import derive, libmap, ops
+from brainmap.facts.pairing import due_digest
 from brainmap.ops.hook import HookEvent, hook
 from brainmap.watcher import watch
 from conftest import serving, write
@@ -33,7 +34,7 @@ def _current(brain: ops.Brain) -> None:
     store = brain.store
     for row in store.entries.libraries():
         paired = store.facts.pairing_digest(row.id)
-        observed = store.facts.observation_digest(row.id)
+        observed = due_digest(store, row.id)
         never = paired is None and not sum(store.facts.observation_counts(row.id).values())
         assert never or paired == observed, row.name
     assert libmap.stale(brain.cfg, store) == []
@@ -191,7 +192,7 @@ def test_the_step_catches_up_what_an_interrupted_writer_left(
     write(tmp_path / "web" / "notes" / "web.md", NOTE.format(port=8123))
     index_library(brain.cfg, brain.store, brain.cfg.library("web"))
     web = brain.store.entries.library_ids(["web"])["web"]
-    assert brain.store.facts.pairing_digest(web) != brain.store.facts.observation_digest(web)
+    assert brain.store.facts.pairing_digest(web) != due_digest(brain.store, web)
     assert libmap.stale(brain.cfg, brain.store) == ["web"]
     done = derive.after_change(brain.cfg, brain.store, None, embed=False)  # any later writer
     assert done.facts_paired == ["web"]

@@ -1098,3 +1098,71 @@ def test_ask_the_questions_of_the_issue(home: Path, tmp_path: Path) -> None:
     assert [(f.subject, f.object) for f in host.facts] == [("entity:backup", "host:nas")]
     assert host.facts[0].evidence[0].path == "ops/backups.md"
     brain.close()
+
+
+def test_ask_names_services_the_question_words_could_hide(home: Path, tmp_path: Path) -> None:
+    """Projects unlike the samples (review findings): services named like function words
+    (es, ai) or question words (port, image), a folder whose plural names a service of
+    another project, ports only exposed, and a README whose port no service publishes."""
+    lib = tmp_path / "lab"
+    write(lib / "search" / "compose.yaml", """\
+services:
+  es: {image: elasticsearch, ports: ["9200:9200"]}
+  kibana: {image: kibana, ports: ["5601:5601"]}
+  ai: {image: ollama, ports: ["11434:11434"]}
+  port: {image: example/portal, ports: ["8081:80"]}
+  image: {image: example/thumbs}
+""")  # fmt: skip
+    write(lib / "search" / "README.md",
+          "Elasticsearch: http://localhost:9200\n\nKibana: http://localhost:5601\n")  # fmt: skip
+    write(lib / "store" / "compose.yaml",
+          "services:\n  web:\n    ports: ['8080:80']\n    expose: ['9113']\n")  # fmt: skip
+    write(lib / "store" / "README.md", "Open http://localhost:8080.\n")
+    write(lib / "apps" / "store" / "compose.yaml",
+          "services:\n  web: {ports: ['7070:80']}\n  app: {expose: ['3000']}\n")  # fmt: skip
+    write(lib / "apps" / "store" / "README.md", "Open http://localhost:7070.\n")
+    write(lib / "cache" / "compose.yaml",
+          "services:\n  api: {ports: ['18000:8000']}\n  db: {ports: ['5432:5432']}\n")  # fmt: skip
+    write(lib / "cache" / "README.md", "The API listens on http://localhost:8000.\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def said(question: str, subject: str) -> tuple[set[str], str | None]:
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        return _said(result, subject), result.answer
+
+    for question in ("which port does the es service of search publish",
+                     "¿qué puerto publica el servicio es de search?",
+                     "quale porta pubblica il servizio es di search",
+                     "search 的 es 服务发布哪个端口"):  # fmt: skip
+        assert said(question, "service:search/es") == ({"9200"}, "9200"), question
+    assert said("which port does the ai service of search publish", "service:search/ai")[0] == {
+        "11434"
+    }
+    # "port" and "image" ask the question unless a word says they are names
+    assert said("kibana port in search?", "service:search/kibana") == ({"5601"}, "5601")
+    assert said("which port does the kibana service of search publish",
+                "service:search/kibana") == ({"5601"}, "5601")  # fmt: skip
+    assert said("which port does the port service of search publish",
+                "service:search/port")[0] == {"8081"}  # fmt: skip
+    image = ops.ask(brain, ops.AskInput(question="what image does the kibana service of search use",
+                                        web=False, root="facts"))  # fmt: skip
+    assert [(f.subject, f.object) for f in image.facts] == [("service:search/kibana",
+                                                              "image:kibana")]  # fmt: skip
+    # the path apps/store names that project; its "apps" does not name its app service
+    assert said("which port does the web service of apps/store publish",
+                "service:apps/store/web") == ({"7070"}, "7070")  # fmt: skip
+    assert said("which port does the web service of store publish",
+                "service:store/web") == ({"8080"}, "8080")  # fmt: skip
+    # asked for "the port", a service's published port, not the one it only exposes
+    for question in ("what is the port of the web service of store", "web port in store?"):
+        assert said(question, "service:store/web") == ({"8080"}, "8080"), question
+    # the README's port no service publishes loses to the compose file, which leads, and
+    # the disagreement is told as the project's, beside each service's own port
+    ports, answer = said("which port does the api service of cache publish", "service:cache/api")
+    assert ports == {"18000"}
+    assert answer == ("18000 (cache/README.md:1 says project cache serves port 8000; "
+                      "overruled by authority: config over narrative)")  # fmt: skip
+    ports, answer = said("which port does the db service of cache publish", "service:cache/db")
+    assert ports == {"5432"} and answer is not None and answer.startswith("5432 (")
+    brain.close()

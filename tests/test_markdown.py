@@ -195,6 +195,25 @@ def test_one_line_per_turn_gets_turn_aligned_units(line: str) -> None:
     assert len(parse(steps, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks) <= 2
 
 
+def test_sessions_under_headings_keep_their_heading_in_every_unit() -> None:
+    """Several sessions in one file, each under a heading with its date: every unit of a
+    session carries that heading, and no heading is a unit alone."""
+
+    def session(n: int) -> str:
+        turns = (f"[D{n}:{i}] {'Ana' if i % 2 else 'Ben'}: turn {i} about the pottery class"
+                 for i in range(40))  # fmt: skip
+        return f"## Session {n}, {n + 9} March 2025\n\n" + "\n".join(turns)
+
+    text = "# Ana and Ben\n\n" + "\n\n".join(session(n) for n in (1, 2, 3)) + "\n"
+    chunks = parse(text, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks
+    assert len(chunks) > 6
+    for chunk in chunks:
+        assert chunk.heading.startswith("Ana and Ben > Session "), chunk
+        n = chunk.heading[len("Ana and Ben > Session ")]
+        assert all(f"[D{n}:" in line for line in chunk.text.splitlines() if "[D" in line)
+        assert any(line.startswith("[D") for line in chunk.text.splitlines()), chunk.text
+
+
 @pytest.mark.parametrize(
     ("frontmatter", "warning"),
     [

@@ -353,3 +353,55 @@ def test_a_library_without_stems_is_searched(brain: ops.Brain, library: Path) ->
     assert not [h for h in brain.searcher.search("painting", mode="bm25").hits
                 if h.path == "art/painted.md"]  # fmt: skip
     brain.close()
+
+
+def test_no_strong_match_for_an_absent_topic_or_half_a_query(home: Path, tmp_path: Path) -> None:
+    """In a library of one kind (recipes ending alike), the text nearest in meaning to a dish
+    it does not hold is near enough to pass a similarity cut: without the query's words it is
+    no strong match. Nor is a note that holds one of two unrelated words."""
+    notes = tmp_path / "recipes"
+    dishes = {
+        "Tortilla de patatas": "Fry sliced potatoes and onion slowly in olive oil, then set "
+        "them with beaten eggs in the pan and turn the omelette with a plate.",
+        "Gazpacho": "Blend ripe tomatoes, cucumber, green pepper, garlic, bread, oil and "
+        "vinegar; chill it for two hours and serve it cold.",
+        "Risotto alla milanese": "Toast the rice in butter, add wine, then hot broth ladle by "
+        "ladle; finish with saffron, butter and grated cheese.",
+        "Lentil stew": "Simmer lentils with carrot, onion, chorizo and paprika until tender.",
+        "Apple pie": "Line a tin with pastry, fill it with sliced apples, sugar and cinnamon, "
+        "cover and bake for forty minutes.",
+        "Kafka on the beach": "A novel by Murakami: a boy runs away from home to a library.",
+    }
+    for title, body in dishes.items():
+        write(notes / f"{title.lower().replace(' ', '-')}.md",
+              f"# {title}\n\n{body}\n\n## Notes\n\nRecipe tested at home. Serves four.\n")  # fmt: skip
+    home.mkdir(parents=True)
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="recipes", path=str(notes)))
+    ops.reindex(brain, ops.ReindexInput())
+    for query in ("recipe for japanese sushi with raw salmon", "tortilla kafka"):
+        result = brain.searcher.search(query, floor=False)
+        strong = [(h.title, h.coverage, h.similarity) for h in result.hits if h.match == "strong"]
+        assert strong == [], query
+    assert brain.searcher.search("tortilla de patatas with onion").match == "strong"
+    brain.close()
+
+
+def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
+    """``2.3.1`` is split into single numbers by the tokenizer; a query searches it as a
+    phrase, so notes about 1.2.3 or counting turns 1, 2, 3 are no strong match for it."""
+    notes = tmp_path / "notes"
+    write(notes / "sdk.md", "# SDK\n\nVersion 1.2.3 added retries to the upload client.\n")
+    write(notes / "chat.md", "# Chat\n\nturn 1: hello\nturn 2: the build is green\nturn 3: ok\n")
+    write(notes / "release.md", "# Release notes\n\nIn 2.3.1 the upload client streams files.\n")
+    home.mkdir(parents=True)
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
+    ops.reindex(brain, ops.ReindexInput())
+    for mode in ("bm25", "hybrid"):
+        result = brain.searcher.search("release 2.3.1", mode=mode, floor=False)
+        assert result.hits[0].path == "release.md", mode
+        strong = {h.path for h in result.hits if h.match == "strong"}
+        assert strong == {"release.md"}, (mode, [(h.path, h.coverage) for h in result.hits])
+    assert [h.path for h in brain.searcher.search("1.2.3", mode="bm25").hits] == ["sdk.md"]
+    brain.close()

@@ -38,6 +38,9 @@ _RUN_RE = re.compile(f"[{_NO_SPACE_SCRIPTS}]+")
 _BRACKET_RE = re.compile(r"\[[^\W_]{1,3}\]")
 _WORD_RE = re.compile(r"[^\W\d_]{3,}")  # what a stemmer can change: letters only, 3 or more
 _PHRASE_RE = re.compile(r'"([^"]*)"')
+# a dotted run of numbers (a version 2.3.1, an address 10.0.0.12): the tokenizer splits it
+# into single numbers, which any other number matches; a query searches it as a phrase
+_DOTTED_NUMBERS_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?![\w]|\.\d)")
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -139,8 +142,9 @@ def split_tokens(text: str) -> list[str]:
 def query_terms(query: str) -> tuple[list[str], list[str]]:
     """Extract ``(phrases, terms)`` from a free-text query.
 
-    Balanced double quotes mark exact phrases; everything else becomes single terms.
-    Returned strings are folded; terms are de-duplicated in order.
+    Balanced double quotes mark exact phrases, and so does a dotted run of numbers
+    (``2.3.1``); everything else becomes single terms. Returned strings are folded; terms
+    are de-duplicated in order.
     """
     phrases: list[str] = []
     rest = query
@@ -150,6 +154,11 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
             if len(words) > 1:
                 phrases.append(" ".join(fold(w) for w in words))
         rest = _PHRASE_RE.sub(" ", query)
+    if "." in rest:
+        for run in _DOTTED_NUMBERS_RE.findall(rest):
+            phrases.append(" ".join(split_tokens(run)))
+        rest = _DOTTED_NUMBERS_RE.sub(" ", rest)
+    phrases = list(dict.fromkeys(phrases))
     seen: set[str] = set()
     terms: list[str] = []
     for token in split_tokens(rest.replace('"', " ")):
@@ -245,7 +254,8 @@ DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be tol
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
 # library indexed with an older one is re-read in full by the next reindex.
-ANALYZER_VERSION = 2  # 2: a line longer than a unit is cut; labels lose control characters
+ANALYZER_VERSION = 3  # 2: a line longer than a unit is cut; labels lose control characters;
+# 3: the headings before a run of turns open its first unit
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 
@@ -399,6 +409,12 @@ def _new_stems(words: list[str], language: str) -> dict[str, str]:
         stemmed = _stemmer(language).stemWords(missing)
         cache.update((w, "" if s == w else s) for w, s in zip(missing, stemmed, strict=True))
     return cache
+
+
+def holds_phrase(text: str, phrase: str) -> bool:
+    """Whether ``text`` holds the folded ``phrase`` (words separated by one space) as
+    consecutive tokens, as an FTS phrase query matches."""
+    return f" {phrase} " in f" {' '.join(fold(t) for t in split_tokens(text))} "
 
 
 def forms_of(text: str, languages: tuple[str, ...]) -> set[str]:

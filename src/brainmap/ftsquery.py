@@ -135,9 +135,15 @@ class QueryAnalyser:
         languages = self.languages(query)
         # the first few hundred distinct words are plenty to pick the rarest from
         words = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
-        # a phrase's words weigh in the match level as the other words do
+        # a phrase's words weigh in the match level as the other words do, but a run of
+        # numbers (2.3.1) weighs as one word, held only where it is held whole: its numbers
+        # one by one are in any text that counts
+        numbers = [p for p in phrases if all(w.isdigit() for w in p.split())]
         phrase_words = [w for p in phrases for w in p.split() if not is_stopword(w)]
-        weighed_words = list(dict.fromkeys(phrase_words + words))[:MAX_CANDIDATE_TERMS]
+        weighed_words = list(
+            dict.fromkeys([w for p in phrases if p not in numbers for w in p.split()
+                           if not is_stopword(w)] + words)
+        )[:MAX_CANDIDATE_TERMS]  # fmt: skip
         # each word's stems follow it: an exact match then scores above a stem-only one
         variants = term_stems(" ".join(weighed_words), languages)
         forms_of_word = {w: (w, *variants.get(w, ())) for w in weighed_words}
@@ -145,8 +151,9 @@ class QueryAnalyser:
         candidates = candidates[:MAX_CANDIDATE_TERMS]
         freqs, total = self.stats.doc_freqs(
             self.store,
-            list(dict.fromkeys([*candidates, *(f for fs in forms_of_word.values() for f in fs)])),
-        )
+            list(dict.fromkeys([*candidates, *phrase_words,
+                                *(f for fs in forms_of_word.values() for f in fs)])),
+        )  # fmt: skip
         total = max(total, 1)
         freqs = self._in_view(freqs)
         present = [t for t in candidates if freqs[t]]
@@ -163,9 +170,11 @@ class QueryAnalyser:
             # frequent words only, or rare terms in many chunks (a large index): the chunks
             # holding every word are scored first
             cuts = every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS, wanted)
+        # a run of numbers is in no more chunks than its rarest number
+        freqs = {**freqs, **{p: min(freqs.get(w, 0) for w in p.split()) for p in numbers}}
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
-            for word, forms in forms_of_word.items()
+            for word, forms in [*((p, (p,)) for p in numbers), *forms_of_word.items()]
         ]
         return QueryAnalysis(
             terms=phrases + keep,
@@ -173,7 +182,7 @@ class QueryAnalyser:
             words=weighed,
             languages=languages,
             known=any(freqs.get(f) for _, forms, _ in weighed for f in forms),
-            function_words_only=all(is_stopword(w) for w in weighed_words),
+            function_words_only=not numbers and all(is_stopword(w) for w in weighed_words),
         )
 
     def _in_view(self, freqs: dict[str, int]) -> dict[str, int]:

@@ -486,7 +486,10 @@ def _chunks(lines: list[str], sections: list[_Section], limit: int, turn_limit: 
                 pending_start = start
             continue
         pending_start = None
-        for piece_start, piece_end in _pack(lines, blocks, limit, start, turn_limit, long):
+        heading_end = section.start + section.heading_lines
+        for piece_start, piece_end in _pack(
+            lines, blocks, limit, start, turn_limit, long, heading_end
+        ):
             spans.append((piece_start, piece_end, section.path))
     if pending_start is not None:  # trailing headings with no content still get indexed
         spans.append((pending_start, _last_nonblank(lines, len(lines)), sections[-1].path))
@@ -575,11 +578,14 @@ def _pack(
     first_start: int,
     turn_limit: int,
     long: dict[int, int],
+    heading_end: int,
 ) -> list[tuple[int, int]]:
     """Greedily pack consecutive blocks into pieces of at most ``limit`` tokens. A block of
     one line per turn (a dialogue, a log, a diary) that does not fit gets pieces of its own,
-    of at most ``turn_limit`` tokens, cut between turns only. A line over its budget alone
-    gets a piece of its own, and is noted in ``long`` (with that budget) to be cut."""
+    of at most ``turn_limit`` tokens, cut between turns only; its first piece keeps the
+    headings before it (up to ``heading_end``: "## Session 2, 10 March" is no unit alone). A
+    line over its budget alone gets a piece of its own, and is noted in ``long`` (with that
+    budget) to be cut."""
     pieces: list[tuple[int, int]] = []
     start, tokens = first_start, 0
     cursor = first_start
@@ -593,7 +599,8 @@ def _pack(
             and size > min(turn_limit, limit)
             and _one_line_per_turn(lines, b_start, b_end)
         )
-        if tokens and (turns or tokens + size > limit):
+        headings_only = cursor <= heading_end
+        if tokens and (turns or tokens + size > limit) and not (turns and headings_only):
             pieces.append((start, cursor))
             start, tokens = b_start, 0
         if turns or (size > limit and not atomic):

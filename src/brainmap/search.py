@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from brainmap.analysis import ANALYZER_VERSION, fold, forms_of
+from brainmap.analysis import ANALYZER_VERSION, fold, forms_of, holds_phrase
 from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.errors import UserError
 from brainmap.ftsquery import MAX_QUERY_TERMS, QueryAnalyser, QueryAnalysis, TermStats
@@ -82,9 +82,14 @@ LEVELS: tuple[MatchLevel, ...] = (NONE, WEAK, STRONG)
 
 def match_level(coverage: float, similarity: float | None, s: SearchSettings) -> MatchLevel:
     """Strong, weak or none, by the thresholds calibrated on real negatives (the queries of
-    one corpus against another: benchmarks/floor.py)."""
+    one corpus against another, and against other text of their own kind: benchmarks/
+    floor.py). Nearness of meaning alone makes a hit strong only when it also holds some of
+    the query's words: in a library of one kind (recipes, chats) the text nearest to an
+    absent topic is as near as a real answer."""
     sim = similarity if similarity is not None else -1.0
-    if coverage >= s.strong_coverage or sim >= s.strong_similarity:
+    if coverage >= s.strong_coverage or (
+        sim >= s.strong_similarity and coverage >= s.weak_coverage
+    ):
         return STRONG
     if coverage >= s.weak_coverage or sim >= s.weak_similarity:
         return WEAK
@@ -462,7 +467,10 @@ class Searcher:
         for hit in hits:
             text = "\n".join((hit.title, hit.heading, hit.text[:GRADE_CHARS]))
             held = forms_of(text, analysis.languages)
-            covered = sum(w for _, forms, w in analysis.words if any(f in held for f in forms))
+            covered = sum(
+                w for word, forms, w in analysis.words
+                if (holds_phrase(text, word) if " " in word else any(f in held for f in forms))
+            )  # fmt: skip
             hit.coverage = round(covered / total, 4) if total else 0.0
             # a query none of whose words the index knows is nonsense to it: the model still
             # finds "similar" text (nonsense scores like a real query: benchmarks/floor.py)

@@ -76,6 +76,16 @@ PREDICATE_WORDS: dict[str, set[str]] = {
     CONTAINER_NAME: {"container", "contenedor", "contenitore", "容器"},
 }  # fmt: skip
 _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
+# Words that say the word beside them is a name ("the es service", "il servizio ai", "ai 服务"):
+# only there may a function word or a question word ("port", "image") name a thing.
+KIND_WORDS = frozenset(
+    "service servicio servizio 服务 container contenedor contenitore 容器 "
+    "project proyecto progetto 项目".split()
+)
+# When a question's words point at several port predicates alike ("the port of X"), a
+# subject's answer is its best of them: what it publishes on the host before what it only
+# exposes to its network.
+_PORT_PRECEDENCE = {PUBLISHES: 0, LISTENS_ON: 1, SERVES: 1, PORT: 1, "exposes": 2}
 
 Name = tuple[str, ...]  # a name as the tokens a question spells it with
 
@@ -98,6 +108,10 @@ def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+# every word that points at a predicate, as a question's tokens are compared (folded, singular)
+_PREDICATE_VOCABULARY = frozenset(_singular(w) for ws in PREDICATE_WORDS.values() for w in ws)
+
+
 def _name(text: str) -> Name:
     return tuple(_singular(t) for t in _folded(text))
 
@@ -105,17 +119,24 @@ def _name(text: str) -> Name:
 @functools.lru_cache(maxsize=8192)  # asked once per fact and question: names repeat
 def _names(key: str) -> tuple[tuple[Name, ...], Name]:
     """The names a subject goes by, and the folders above them. A service: its project (the
-    folder's last part) and its own name; a project: the folder's last part; anything else:
-    its label."""
+    folder's whole path, and its last part) and its own name; a project: its path and the
+    folder's last part; anything else: its label."""
     node = NodeKey.parse(key)
     if node.kind == "service" and "/" in node.name:
         project, service = split_service(key)
-        above, _, folder = project.rpartition("/")
-        return (_name(folder), _name(service)), _name(above)
+        return (*_project_names(project), _name(service)), _name(project.rpartition("/")[0])
     if node.kind == "project":
-        above, _, folder = node.name.rpartition("/")
-        return (_name(folder),), _name(above)
+        return _project_names(node.name), _name(node.name.rpartition("/")[0])
     return (_name(label(key)),), ()
+
+
+def _project_names(path: str) -> tuple[Name, ...]:
+    """``apps/store``: its whole path, which a question may spell ("apps/store"), then its
+    folder ("store"). The path comes first: read longest first, it uses up "apps", which then
+    names no service called app."""
+    folder = _name(path.rpartition("/")[2])
+    whole = _name(path)
+    return (whole, folder) if whole != folder else (folder,)
 
 
 @dataclass
@@ -143,17 +164,35 @@ class _Question:
 def _read(question: str, names: set[Name]) -> _Question:
     """Find the names a question spells out, longest first, each token in one name only:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
-    name its redis service; "the redis service of flask-redis" does."""
+    name its redis service; "the redis service of flask-redis" does.
+
+    A name made only of function words ("es", "ai") is read as one only beside a word that
+    says so ("the es service", "servizio ai"). One made of question words ("port", "image",
+    "server") is read as one there too, or when the question names nothing that way and
+    still asks something without it ("server port in P"): else those words ask the question.
+    """
     raw = _folded(question)
     tokens = [_singular(t) for t in raw]
     content = [not _function_word(t) for t in raw]
+    asking = [c and t in _PREDICATE_VOCABULARY for c, t in zip(content, tokens, strict=True)]
+    plain = [c and not a for c, a in zip(content, asking, strict=True)]  # can only name
+    kind = [t in KIND_WORDS for t in tokens] + [False]  # the False: past either end
     longest = max(map(len, names), default=0)
     found: list[tuple[int, int, Name]] = []
+    asked_by: list[tuple[int, int, Name]] = []  # names of question words alone, beside none
     for i in range(len(tokens)):
         for j in range(i + 1, min(len(tokens), i + longest) + 1):
             name = tuple(tokens[i:j])
-            if name in names and any(content[i:j]):  # a function word names nothing
+            if name not in names:
+                continue
+            if kind[i - 1] or kind[j] or any(plain[i:j]):
                 found.append((-len(name), i, name))
+            elif any(content[i:j]):
+                asked_by.append((-len(name), i, name))
+    if not any(kind[i - 1] or kind[i - neg] for neg, i, _ in found):
+        for neg, i, name in asked_by:
+            if any(a for k, a in enumerate(asking) if not i <= k < i - neg):
+                found.append((neg, i, name))
     taken: set[int] = set()
     spans: dict[Name, list[int]] = defaultdict(list)
     for neg_len, start, name in sorted(found):
@@ -198,6 +237,7 @@ class Reply:
     lead: list[FactRow]  # what the answer states: the asked subjects' values, none contradicted
     against: list[FactRow]  # contradicted assertions about the same slots: the disagreement
     silent: list[str]  # asked services their compose file declares without a port
+    asked: set[str]  # the subjects the question names best
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -240,7 +280,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     named = [s for s in subject_score.values() if s[:2] != (0, 0)]
     best = max([s for s, _, _ in scored] + named, default=None)
     if best is None:
-        return Reply([], [], [], [])
+        return Reply([], [], [], [], set())
     hits = [(strength, f) for score, strength, f in scored if score == best]
     hits.sort(key=lambda h: (-h[0], _RANK.get(h[1].confidence, 9), h[1].library,
                              h[1].subject, h[1].object))  # fmt: skip
@@ -248,7 +288,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     asked |= {f.subject for _, f in hits}
     standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED]
     top = max((s for s, _ in standing), default=None)
-    lead = [f for s, f in standing if s == top]
+    lead = _best_port_predicates([f for s, f in standing if s == top])
     silent: list[str] = []
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
         f.predicate == PUBLISHES for _, f in standing
@@ -260,13 +300,30 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     answering = [f for _, f in hits]
     slots = set().union(*(_slots(f) for f in answering)) if answering else set()
     seen = {id(f) for f in answering}
+    # the other sides of their conflicts; a sibling that won beside the asked subject is not
+    # one, but when the asked subject lost, what beat it is
     peers = [
         f for f in facts
         if id(f) not in seen and _slots(f) & slots and _strength(f, asks, q.free) is not None
+        and not (lead and f.confidence != CONTRADICTED and f.props.get("resolved_by"))
     ]  # fmt: skip
     peers.sort(key=lambda f: (_RANK.get(f.confidence, 9), f.library, f.subject, f.object))
     lead_slots = set().union(*(_slots(f) for f in lead)) if lead else slots
     against = [
         f for f in answering + peers if f.confidence == CONTRADICTED and _slots(f) & lead_slots
     ]
-    return Reply(answering + peers, lead, against, silent)
+    return Reply(answering + peers, lead, against, silent, asked)
+
+
+def _best_port_predicates(lead: list[FactRow]) -> list[FactRow]:
+    """Of each subject's port facts, those of its best predicate (:data:`_PORT_PRECEDENCE`):
+    asked "the port of web", a service that publishes 8080 and exposes 9113 answers 8080."""
+    best: dict[str, int] = {}
+    for f in lead:
+        if f.predicate in _PORT_PRECEDENCE:
+            rank = _PORT_PRECEDENCE[f.predicate]
+            best[f.subject] = min(best.get(f.subject, rank), rank)
+    return [
+        f for f in lead
+        if f.predicate not in _PORT_PRECEDENCE or _PORT_PRECEDENCE[f.predicate] == best[f.subject]
+    ]  # fmt: skip

@@ -46,6 +46,9 @@ from brainmap.facts.text import describe, label
 from brainmap.keys import NodeKey
 from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
+# The version of the rules below: a brain paired by other rules is paired again, by these,
+# at its next reindex or collect, though its observations did not change.
+PAIRING_RULES = 2
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
@@ -256,9 +259,14 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
             o for d in declared.get(project, []) for o in claims[d].support if o.kind != NARRATIVE
         ]
         if against:
-            _dispute(claims[claim], slot, against)
+            loser = claims[claim]
+            _dispute(loser, slot, against)
             for other in [claim, *declared[project]]:  # the declared side beside the loser
                 claims[other].slots.append(slot)
+            if loser.lost:  # the declared ports won: each leads its service's answer
+                for other in declared[project]:
+                    claims[other].won = claims[other].won or loser.lost
+                    claims[other].against += loser.support
 
 
 def _undeclared(claims: dict[Claim, _State]) -> None:
@@ -410,10 +418,16 @@ def records(
     ]
 
 
+def due_digest(store: Store, library_id: int) -> str:
+    """What a library's pairing digest is once its facts are paired from its observations
+    as they are, by these rules."""
+    return f"{PAIRING_RULES}:{store.facts.observation_digest(library_id)}"
+
+
 def pair_library(store: Store, library_id: int) -> bool:
     """Re-pair a library when its observations changed since the last pairing; return
     whether it did."""
-    digest = store.facts.observation_digest(library_id)
+    digest = due_digest(store, library_id)
     if store.facts.pairing_digest(library_id) == digest:
         return False
     nodes, edges = pair(store.facts.observations(library_id))

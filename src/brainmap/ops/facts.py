@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import derive, websearch, written
-from brainmap.collectors import Observation, project_name, split_service
+from brainmap.collectors import Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.facts.answer import Reply, reply
@@ -418,7 +418,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
         if not said.silent:
             return None, False
         text = "; ".join(f"{describe_key(s)} publishes no port" for s in said.silent)
-        notes = [_disagreement(f, set(said.silent)) for f in against]
+        notes = [_disagreement(f, set(said.silent) | said.asked) for f in against]
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
     if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
         return None, False
@@ -428,7 +428,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     notes = []
     if len(settled) < len(values):
         notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
-    subjects = {f.subject for f in lead}
+    subjects = {f.subject for f in lead} | said.asked
     notes += [_disagreement(f, subjects) for f in against]
     text = ", ".join(values) + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else "")
     return text, len(sure) == len(values)
@@ -447,9 +447,9 @@ def _disagreement(loser: Fact, subjects: set[str]) -> str:
     """``vuejs/README.md:20 says 80; overruled by authority: config over narrative``."""
     first = loser.evidence[0] if loser.evidence else None
     where = f"{first.path}:{first.line}" if first and first.line else (first.path if first else "")
-    projects = {"project:" + split_service(s)[0] for s in subjects if s.startswith("service:")}
-    # about the asked subject (or its project): the value says it; about another, the claim
-    said = _value(loser) if loser.subject in subjects | projects else loser.what
+    # about an asked subject: the value says it; about another (the project of an asked
+    # service, a sibling), the claim, so that it is not read as the asked one's
+    said = _value(loser) if loser.subject in subjects else loser.what
     text = f"{where} says {said}"
     if loser.resolved_by == "authority" and loser.against:
         mine = max((e.kind for e in loser.against), key=AUTHORITY.__getitem__)
