@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import pytest
 
+import brainmap.ops.facts  # noqa: F401  (the tests name its types as ops.facts.*)
 from brainmap import ops
 from brainmap.collectors import compose, narrative, runtime, sshconfig, yamlconf
 from brainmap.config import load, save
@@ -1124,6 +1125,12 @@ services:
     write(lib / "cache" / "compose.yaml",
           "services:\n  api: {ports: ['18000:8000']}\n  db: {ports: ['5432:5432']}\n")  # fmt: skip
     write(lib / "cache" / "README.md", "The API listens on http://localhost:8000.\n")
+    # projects named like question words, and a path two folders deep
+    write(lib / "server" / "compose.yaml", "services:\n  api: {ports: ['8000:8000']}\n")
+    write(lib / "client" / "compose.yaml", "services:\n  api: {ports: ['3000:3000']}\n")
+    write(lib / "infra" / "apps" / "shop" / "compose.yaml",
+          "services:\n  web: {ports: ['6060:80']}\n  app: {image: example/app}\n")  # fmt: skip
+    write(lib / "shop" / "compose.yaml", "services:\n  web: {ports: ['5050:80']}\n")
     brain = _brain(home, lib)
     _collect(brain)
 
@@ -1149,6 +1156,18 @@ services:
                                         web=False, root="facts"))  # fmt: skip
     assert [(f.subject, f.object) for f in image.facts] == [("service:search/kibana",
                                                               "image:kibana")]  # fmt: skip
+    # "port" asks unless a kind word says it is a name, however the question is put
+    for question in ("which port does kibana publish", "which service publishes port 5601"):
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        assert {f.subject for f in result.facts if f.predicate == "publishes"} == {
+            "service:search/kibana"
+        }, question
+    # a question word that is not read as a name still tells two subjects apart
+    assert said("which port does the api service of server publish",
+                "service:server/api")[0] == {"8000"}  # fmt: skip
+    # any tail of a project's path names it
+    assert said("which port does the web service of apps/shop publish",
+                "service:infra/apps/shop/web")[0] == {"6060"}  # fmt: skip
     # the path apps/store names that project; its "apps" does not name its app service
     assert said("which port does the web service of apps/store publish",
                 "service:apps/store/web") == ({"7070"}, "7070")  # fmt: skip
@@ -1157,6 +1176,10 @@ services:
     # asked for "the port", a service's published port, not the one it only exposes
     for question in ("what is the port of the web service of store", "web port in store?"):
         assert said(question, "service:store/web") == ({"8080"}, "8080"), question
+    # asked what it exposes, both (people say "exposed" of a published port too)
+    exposed = ops.ask(brain, ops.AskInput(question="which ports does the web service of store "
+                                          "expose", web=False, root="facts"))  # fmt: skip
+    assert exposed.answer is not None and exposed.answer.startswith("8080, 9113")
     # the README's port no service publishes loses to the compose file, which leads, and
     # the disagreement is told as the project's, beside each service's own port
     ports, answer = said("which port does the api service of cache publish", "service:cache/api")

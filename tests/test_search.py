@@ -394,6 +394,7 @@ def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
     write(notes / "sdk.md", "# SDK\n\nVersion 1.2.3 added retries to the upload client.\n")
     write(notes / "chat.md", "# Chat\n\nturn 1: hello\nturn 2: the build is green\nturn 3: ok\n")
     write(notes / "release.md", "# Release notes\n\nIn 2.3.1 the upload client streams files.\n")
+    write(notes / "tag.md", "# Tags\n\nThe tag v4.5.6 marks the fix of the proxy.\n")
     home.mkdir(parents=True)
     brain = ops.Brain(home)
     ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
@@ -403,5 +404,15 @@ def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
         assert result.hits[0].path == "release.md", mode
         strong = {h.path for h in result.hits if h.match == "strong"}
         assert strong == {"release.md"}, (mode, [(h.path, h.coverage) for h in result.hits])
-    assert [h.path for h in brain.searcher.search("1.2.3", mode="bm25").hits] == ["sdk.md"]
+    assert brain.searcher.search("1.2.3", mode="bm25").hits[0].path == "sdk.md"
+    # written inside a word (v4.5.6) it is still found, and held
+    tagged = brain.searcher.search("4.5.6", mode="bm25")
+    assert tagged.hits[0].path == "tag.md" and tagged.hits[0].match == "strong"
+    # the prompt hook's floor counts the run whole, not its numbers one by one
+    from brainmap.hooks import above_floor
+
+    asked = brain.searcher.search("what changed in release 2.3.1 of the client", mode="bm25")
+    texts = {h.path: h.text + " " + h.title for h in asked.hits}
+    assert above_floor(brain.store, asked.terms, texts["release.md"])
+    assert not above_floor(brain.store, asked.terms, texts.get("sdk.md", "Version 1.2.3 client"))
     brain.close()

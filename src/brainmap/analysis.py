@@ -39,8 +39,8 @@ _BRACKET_RE = re.compile(r"\[[^\W_]{1,3}\]")
 _WORD_RE = re.compile(r"[^\W\d_]{3,}")  # what a stemmer can change: letters only, 3 or more
 _PHRASE_RE = re.compile(r'"([^"]*)"')
 # a dotted run of numbers (a version 2.3.1, an address 10.0.0.12): the tokenizer splits it
-# into single numbers, which any other number matches; a query searches it as a phrase
-_DOTTED_NUMBERS_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?![\w]|\.\d)")
+# into single numbers, which any other number matches; a query searches it as a phrase too
+_DOTTED_NUMBERS_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+)+(?!\d|\.\d)")
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -142,9 +142,10 @@ def split_tokens(text: str) -> list[str]:
 def query_terms(query: str) -> tuple[list[str], list[str]]:
     """Extract ``(phrases, terms)`` from a free-text query.
 
-    Balanced double quotes mark exact phrases, and so does a dotted run of numbers
-    (``2.3.1``); everything else becomes single terms. Returned strings are folded; terms
-    are de-duplicated in order.
+    Balanced double quotes mark exact phrases; a dotted run of numbers (``2.3.1``) is a
+    phrase of its numbers and its numbers are terms too (``v2.3.1`` is indexed ``v2 3 1``,
+    which the phrase misses); everything else becomes single terms. Returned strings are
+    folded; terms are de-duplicated in order.
     """
     phrases: list[str] = []
     rest = query
@@ -155,9 +156,8 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
                 phrases.append(" ".join(fold(w) for w in words))
         rest = _PHRASE_RE.sub(" ", query)
     if "." in rest:
-        for run in _DOTTED_NUMBERS_RE.findall(rest):
-            phrases.append(" ".join(split_tokens(run)))
-        rest = _DOTTED_NUMBERS_RE.sub(" ", rest)
+        phrases += [" ".join(fold(t) for t in split_tokens(run))
+                    for run in _DOTTED_NUMBERS_RE.findall(rest)]  # fmt: skip
     phrases = list(dict.fromkeys(phrases))
     seen: set[str] = set()
     terms: list[str] = []
@@ -411,9 +411,18 @@ def _new_stems(words: list[str], language: str) -> dict[str, str]:
     return cache
 
 
+def number_run(phrase: str) -> bool:
+    """Whether a query phrase is a dotted run of numbers (see :func:`query_terms`)."""
+    return all(word.isdigit() for word in phrase.split())
+
+
 def holds_phrase(text: str, phrase: str) -> bool:
     """Whether ``text`` holds the folded ``phrase`` (words separated by one space) as
-    consecutive tokens, as an FTS phrase query matches."""
+    consecutive tokens, as an FTS phrase query matches; a run of numbers, as dotted numbers
+    not inside a longer run (``v2.3.1`` holds 2.3.1; ``12.3.1`` and ``2.3.1.4`` do not)."""
+    if number_run(phrase):
+        dotted = r"\.".join(phrase.split())
+        return re.search(rf"(?<![\d.]){dotted}(?!\d|\.\d)", fold(text)) is not None
     return f" {phrase} " in f" {' '.join(fold(t) for t in split_tokens(text))} "
 
 

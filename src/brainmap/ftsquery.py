@@ -17,6 +17,7 @@ from brainmap.analysis import (
     common_above,
     detect_language,
     is_stopword,
+    number_run,
     query_terms,
     term_stems,
 )
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from brainmap.store import Store
 
 MAX_QUERY_TERMS = 24  # a 10 kB query keeps its rarest terms only
+MAX_NUMBER_RUNS = 4  # dotted runs of numbers searched as phrases (a prompt may hold many)
 MAX_CANDIDATE_TERMS = 400
 RARE_ROWS = 2000  # the chunks a query's rarest terms may hold for BM25 to score only those
 #: a query whose words' chunks number more than this together scores those holding all of
@@ -135,15 +137,17 @@ class QueryAnalyser:
         languages = self.languages(query)
         # the first few hundred distinct words are plenty to pick the rarest from
         words = ([t for t in terms if not is_stopword(t)] or terms)[:MAX_CANDIDATE_TERMS]
-        # a phrase's words weigh in the match level as the other words do, but a run of
+        # a quoted phrase's words weigh in the match level as the other words do; a run of
         # numbers (2.3.1) weighs as one word, held only where it is held whole: its numbers
         # one by one are in any text that counts
-        numbers = [p for p in phrases if all(w.isdigit() for w in p.split())]
-        phrase_words = [w for p in phrases for w in p.split() if not is_stopword(w)]
+        quoted = [p for p in phrases if not number_run(p)]
+        numbers = [p for p in phrases if number_run(p)][:MAX_NUMBER_RUNS]
+        phrases = quoted + numbers
+        in_numbers = {w for p in numbers for w in p.split()}
+        quoted_words = [w for p in quoted for w in p.split() if not is_stopword(w)]
         weighed_words = list(
-            dict.fromkeys([w for p in phrases if p not in numbers for w in p.split()
-                           if not is_stopword(w)] + words)
-        )[:MAX_CANDIDATE_TERMS]  # fmt: skip
+            dict.fromkeys(quoted_words + [w for w in words if w not in in_numbers])
+        )[:MAX_CANDIDATE_TERMS]
         # each word's stems follow it: an exact match then scores above a stem-only one
         variants = term_stems(" ".join(weighed_words), languages)
         forms_of_word = {w: (w, *variants.get(w, ())) for w in weighed_words}
@@ -151,7 +155,7 @@ class QueryAnalyser:
         candidates = candidates[:MAX_CANDIDATE_TERMS]
         freqs, total = self.stats.doc_freqs(
             self.store,
-            list(dict.fromkeys([*candidates, *phrase_words,
+            list(dict.fromkeys([*candidates, *in_numbers,
                                 *(f for fs in forms_of_word.values() for f in fs)])),
         )  # fmt: skip
         total = max(total, 1)
@@ -159,19 +163,21 @@ class QueryAnalyser:
         present = [t for t in candidates if freqs[t]]
         limit = common_above(total, self.cfg.search.df_prune)
         keep = [t for t in present if freqs[t] <= limit]
-        if not keep and present and not phrases:
+        if not keep and present and not quoted:
             keep = [min(present, key=lambda t: freqs[t])]
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
         keep.sort(key=candidates.index)
         wanted = self.cfg.search.candidates
-        rare = [] if phrases else rarest(keep, freqs, RARE_ROWS, wanted)
+        rare = [] if quoted else rarest(keep, freqs, RARE_ROWS, wanted)
         cuts = []
-        if not phrases and (not rare or sum(freqs[t] for t in rare) > RARE_FIRST_ROWS):
+        if not quoted and (not rare or sum(freqs[t] for t in rare) > RARE_FIRST_ROWS):
             # frequent words only, or rare terms in many chunks (a large index): the chunks
             # holding every word are scored first
             cuts = every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS, wanted)
-        # a run of numbers is in no more chunks than its rarest number
-        freqs = {**freqs, **{p: min(freqs.get(w, 0) for w in p.split()) for p in numbers}}
+        # a run of numbers is in no more chunks than its rarest number the index holds alone
+        # (v4.5.6 is indexed v4 5 6: its 4 is not)
+        freqs = {**freqs, **{p: min((freqs[w] for w in p.split() if freqs.get(w)), default=0)
+                             for p in numbers}}  # fmt: skip
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in [*((p, (p,)) for p in numbers), *forms_of_word.items()]

@@ -24,7 +24,9 @@ from brainmap.analysis import (
     estimate_tokens,
     fold,
     fts_text,
+    holds_phrase,
     is_stopword,
+    number_run,
     one_line,
     split_tokens,
 )
@@ -352,13 +354,23 @@ def above_floor(store: Store, terms: Iterable[str], text: str) -> list[str]:
     """The query ``terms`` a chunk's ``text`` holds when they clear the relevance floor
     (else an empty list): at least ``FLOOR_TERMS`` of them, weighing ``FLOOR_WEIGHT``."""
     held = {fold(w) for w in split_tokens(fts_text(text))}
-    matched = [t for t in dict.fromkeys(terms) if t in held]
+    terms = list(dict.fromkeys(terms))
+    # a phrase counts where it is held whole; the numbers of a dotted run (2.3.1) count only
+    # as that run, not one by one (any other version holds them)
+    in_runs = {w for t in terms if " " in t and number_run(t) for w in t.split()}
+    matched = [
+        t for t in terms
+        if (holds_phrase(text, t) if " " in t else t in held and t not in in_runs)
+    ]  # fmt: skip
     if len(matched) < FLOOR_TERMS:
         return []
     total = max(store.entries.chunk_count(), 1)
     scale = math.log(total + 1)
-    freqs = store.entries.doc_freqs(matched)
-    weight = sum(math.log((total + 1) / (freqs.get(t, 0) + 0.5)) for t in matched)
+    words = {t: t.split() for t in matched}
+    freqs = store.entries.doc_freqs([w for ws in words.values() for w in ws])
+    weight = sum(
+        math.log((total + 1) / (min(freqs.get(w, 0) for w in ws) + 0.5)) for ws in words.values()
+    )
     return matched if scale > 0 and weight / scale >= FLOOR_WEIGHT else []
 
 

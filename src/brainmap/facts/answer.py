@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from brainmap.analysis import fold, is_stopword, split_tokens
 from brainmap.collectors import (
     CONTAINER_NAME,
+    EXPOSES,
     HOSTNAME,
     IDENTITY_FILE,
     IMAGE,
@@ -51,7 +52,7 @@ PREDICATE_WORDS: dict[str, set[str]] = {
         "port", "url", "open", "serve", "address",
         "puerto", "direccion", "porta", "porte", "indirizzo", "端口", "地址",
     },
-    "exposes": {
+    EXPOSES: {
         "port", "expose", "exposes", "exposed",
         "puerto", "expone", "porta", "porte", "espone", "端口", "暴露",
     },
@@ -76,16 +77,17 @@ PREDICATE_WORDS: dict[str, set[str]] = {
     CONTAINER_NAME: {"container", "contenedor", "contenitore", "容器"},
 }  # fmt: skip
 _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
-# Words that say the word beside them is a name ("the es service", "il servizio ai", "ai 服务"):
-# only there may a function word or a question word ("port", "image") name a thing.
-KIND_WORDS = frozenset(
-    "service servicio servizio 服务 container contenedor contenitore 容器 "
-    "project proyecto progetto 项目".split()
+# Words that say the word beside them is a name: only there may a function word or a question
+# word ("es", "ai", "port", "image") name a thing. English and Chinese put the name before
+# ("the es service", "ai 服务"), Spanish and Italian after ("il servizio ai").
+KIND_WORDS_AFTER_NAME = frozenset("service container project 服务 容器 项目".split())
+KIND_WORDS_BEFORE_NAME = frozenset(
+    "servicio servizio contenedor contenitore proyecto progetto".split()
 )
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
-# exposes to its network.
-_PORT_PRECEDENCE = {PUBLISHES: 0, LISTENS_ON: 1, SERVES: 1, PORT: 1, "exposes": 2}
+# exposes to its network, unless the question asks what it exposes.
+_PORT_PRECEDENCE = {PUBLISHES: 0, LISTENS_ON: 1, SERVES: 1, PORT: 1, EXPOSES: 2}
 
 Name = tuple[str, ...]  # a name as the tokens a question spells it with
 
@@ -110,6 +112,10 @@ def _singular(word: str) -> str:
 
 # every word that points at a predicate, as a question's tokens are compared (folded, singular)
 _PREDICATE_VOCABULARY = frozenset(_singular(w) for ws in PREDICATE_WORDS.values() for w in ws)
+# the words that ask what a service exposes, not which port in general
+_EXPOSE_WORDS = frozenset(_singular(w) for w in PREDICATE_WORDS[EXPOSES]) - {
+    _singular(w) for w in PREDICATE_WORDS[PORT]
+}
 
 
 def _name(text: str) -> Name:
@@ -131,12 +137,11 @@ def _names(key: str) -> tuple[tuple[Name, ...], Name]:
 
 
 def _project_names(path: str) -> tuple[Name, ...]:
-    """``apps/store``: its whole path, which a question may spell ("apps/store"), then its
-    folder ("store"). The path comes first: read longest first, it uses up "apps", which then
-    names no service called app."""
-    folder = _name(path.rpartition("/")[2])
-    whole = _name(path)
-    return (whole, folder) if whole != folder else (folder,)
+    """``infra/apps/store``: its whole path and each shorter tail of it, which a question may
+    spell ("apps/store"), down to its folder ("store"). Read longest first, a path uses up
+    its "apps", which then names no service called app."""
+    parts = path.split("/")
+    return tuple(dict.fromkeys(_name("/".join(parts[i:])) for i in range(len(parts))))
 
 
 @dataclass
@@ -166,33 +171,25 @@ def _read(question: str, names: set[Name]) -> _Question:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
     name its redis service; "the redis service of flask-redis" does.
 
-    A name made only of function words ("es", "ai") is read as one only beside a word that
-    says so ("the es service", "servizio ai"). One made of question words ("port", "image",
-    "server") is read as one there too, or when the question names nothing that way and
-    still asks something without it ("server port in P"): else those words ask the question.
+    A name made only of function words or question words ("es", "ai", "port", "image") is
+    read as one only beside a word that says so, on the side its language puts it ("the es
+    service", "servizio ai"): elsewhere those words ask the question ("server port in P";
+    such a word still tells two subjects apart, see :func:`reply`).
     """
     raw = _folded(question)
     tokens = [_singular(t) for t in raw]
     content = [not _function_word(t) for t in raw]
-    asking = [c and t in _PREDICATE_VOCABULARY for c, t in zip(content, tokens, strict=True)]
-    plain = [c and not a for c, a in zip(content, asking, strict=True)]  # can only name
-    kind = [t in KIND_WORDS for t in tokens] + [False]  # the False: past either end
+    plain = [c and t not in _PREDICATE_VOCABULARY for c, t in zip(content, tokens, strict=True)]
+    # the False: past either end
+    kind_after = [t in KIND_WORDS_AFTER_NAME for t in tokens] + [False]
+    kind_before = [t in KIND_WORDS_BEFORE_NAME for t in tokens] + [False]
     longest = max(map(len, names), default=0)
     found: list[tuple[int, int, Name]] = []
-    asked_by: list[tuple[int, int, Name]] = []  # names of question words alone, beside none
     for i in range(len(tokens)):
         for j in range(i + 1, min(len(tokens), i + longest) + 1):
             name = tuple(tokens[i:j])
-            if name not in names:
-                continue
-            if kind[i - 1] or kind[j] or any(plain[i:j]):
+            if name in names and (any(plain[i:j]) or kind_before[i - 1] or kind_after[j]):
                 found.append((-len(name), i, name))
-            elif any(content[i:j]):
-                asked_by.append((-len(name), i, name))
-    if not any(kind[i - 1] or kind[i - neg] for neg, i, _ in found):
-        for neg, i, name in asked_by:
-            if any(a for k, a in enumerate(asking) if not i <= k < i - neg):
-                found.append((neg, i, name))
     taken: set[int] = set()
     spans: dict[Name, list[int]] = defaultdict(list)
     for neg_len, start, name in sorted(found):
@@ -257,22 +254,25 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
 
-    def score(key: str) -> tuple[int, int, int]:
-        """Tokens its names spell, other words of its names or folders the question has, and
-        (minus) the words of its folders it lacks: of two projects named django, the one
-        whose whole path the question spells."""
+    def score(key: str) -> tuple[int, int, int, int]:
+        """Tokens its names spell, other words of its names or folders the question has, the
+        question words among them (of the api services of projects server and client, "the
+        api service of server" asks about the first), and (minus) the words of its folders
+        it lacks: of two projects named django, the one whose whole path the question
+        spells."""
         names, above = _names(key)
         own = {w for n in (*names, above) for w in n}
-        return len(q.covered(names)), len(loose & own), -len(set(above) - loose)
+        return (len(q.covered(names)), len(loose & own), len((q.free - loose) & own),
+                -len(set(above) - loose))  # fmt: skip
 
     subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
-    scored: list[tuple[tuple[int, int, int], int, FactRow]] = []
+    scored: list[tuple[tuple[int, int, int, int], int, FactRow]] = []
     for fact in facts:
         strength = _strength(fact, asks, q.free)
         if strength is None:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
-        fact_score = (mine[0] + theirs[0], mine[1] + theirs[1], mine[2])
+        fact_score = (mine[0] + theirs[0], mine[1] + theirs[1], mine[2] + theirs[2], mine[3])
         if fact_score[:2] != (0, 0):
             scored.append((fact_score, strength, fact))
     # a subject the question names best counts even when nothing answers about it: asked
@@ -288,10 +288,12 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     asked |= {f.subject for _, f in hits}
     standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED]
     top = max((s for s, _ in standing), default=None)
-    lead = _best_port_predicates([f for s, f in standing if s == top])
+    exposing = bool(q.free & _EXPOSE_WORDS)
+    lead = _best_port_predicates([f for s, f in standing if s == top], exposing)
     silent: list[str] = []
+    answered = {PUBLISHES, EXPOSES} if exposing else {PUBLISHES}
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
-        f.predicate == PUBLISHES for _, f in standing
+        f.predicate in answered for _, f in standing
     ):  # asked what a service publishes, and nothing says it publishes anything
         declared = {f.subject for f in facts if "compose" in f.props.get("how", ())}
         silent = sorted(s for s in asked if s.startswith("service:") and s in declared)
@@ -301,11 +303,12 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     slots = set().union(*(_slots(f) for f in answering)) if answering else set()
     seen = {id(f) for f in answering}
     # the other sides of their conflicts; a sibling that won beside the asked subject is not
-    # one, but when the asked subject lost, what beat it is
+    # one, but one that won where the asked subject lost is
+    lost = set().union(*(_slots(f) for f in answering if f.confidence == CONTRADICTED))
     peers = [
         f for f in facts
         if id(f) not in seen and _slots(f) & slots and _strength(f, asks, q.free) is not None
-        and not (lead and f.confidence != CONTRADICTED and f.props.get("resolved_by"))
+        and (f.confidence == CONTRADICTED or not f.props.get("resolved_by") or _slots(f) & lost)
     ]  # fmt: skip
     peers.sort(key=lambda f: (_RANK.get(f.confidence, 9), f.library, f.subject, f.object))
     lead_slots = set().union(*(_slots(f) for f in lead)) if lead else slots
@@ -315,9 +318,12 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     return Reply(answering + peers, lead, against, silent, asked)
 
 
-def _best_port_predicates(lead: list[FactRow]) -> list[FactRow]:
+def _best_port_predicates(lead: list[FactRow], exposing: bool) -> list[FactRow]:
     """Of each subject's port facts, those of its best predicate (:data:`_PORT_PRECEDENCE`):
-    asked "the port of web", a service that publishes 8080 and exposes 9113 answers 8080."""
+    asked "the port of web", a service that publishes 8080 and exposes 9113 answers 8080;
+    asked what it exposes, both (to expose says either, as people use it)."""
+    if exposing:
+        return lead
     best: dict[str, int] = {}
     for f in lead:
         if f.predicate in _PORT_PRECEDENCE:

@@ -418,7 +418,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
         if not said.silent:
             return None, False
         text = "; ".join(f"{describe_key(s)} publishes no port" for s in said.silent)
-        notes = [_disagreement(f, set(said.silent) | said.asked) for f in against]
+        notes = [_disagreement(f, said.asked) for f in against]
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
     if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
         return None, False
