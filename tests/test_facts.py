@@ -1128,6 +1128,11 @@ services:
     # projects named like question words, and a path two folders deep
     write(lib / "server" / "compose.yaml", "services:\n  api: {ports: ['8000:8000']}\n")
     write(lib / "client" / "compose.yaml", "services:\n  api: {ports: ['3000:3000']}\n")
+    write(
+        lib / "deep" / "er" / "client" / "compose.yaml",
+        "services:\n  worker: {ports: ['4100:80']}\n",
+    )
+    write(lib / "deep" / "worker" / "compose.yaml", "services:\n  worker: {ports: ['4200:80']}\n")
     write(lib / "infra" / "apps" / "shop" / "compose.yaml",
           "services:\n  web: {ports: ['6060:80']}\n  app: {image: example/app}\n")  # fmt: skip
     write(lib / "shop" / "compose.yaml", "services:\n  web: {ports: ['5050:80']}\n")
@@ -1162,9 +1167,22 @@ services:
         assert {f.subject for f in result.facts if f.predicate == "publishes"} == {
             "service:search/kibana"
         }, question
+    # "project" beside a name says what it names: it asks nothing about projects
+    assert said("which port does the kibana service of the search project publish",
+                "service:search/kibana") == ({"5601"}, "5601")  # fmt: skip
+    # a project named like a question word captures no question that asks with that word
+    for question in ("which port does api publish", "what is the api port"):
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        assert {f.subject for f in result.facts if f.predicate == "publishes"} == {
+            "service:server/api", "service:client/api", "service:cache/api"}, question  # fmt: skip
     # a question word that is not read as a name still tells two subjects apart
     assert said("which port does the api service of server publish",
                 "service:server/api")[0] == {"8000"}  # fmt: skip
+    # a service named alone is every project's, however deep its folder
+    result = ops.ask(brain, ops.AskInput(question="which port does worker publish", web=False,
+                                         root="facts"))  # fmt: skip
+    assert {f.object for f in result.facts if f.predicate == "publishes"} == {"port:4100",
+                                                                              "port:4200"}  # fmt: skip
     # any tail of a project's path names it
     assert said("which port does the web service of apps/shop publish",
                 "service:infra/apps/shop/web")[0] == {"6060"}  # fmt: skip
@@ -1176,6 +1194,8 @@ services:
     # asked for "the port", a service's published port, not the one it only exposes
     for question in ("what is the port of the web service of store", "web port in store?"):
         assert said(question, "service:store/web") == ({"8080"}, "8080"), question
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        assert "exposes" not in {f.predicate for f in result.facts}, question
     # asked what it exposes, both (people say "exposed" of a published port too)
     exposed = ops.ask(brain, ops.AskInput(question="which ports does the web service of store "
                                           "expose", web=False, root="facts"))  # fmt: skip

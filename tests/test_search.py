@@ -408,6 +408,10 @@ def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
     # written inside a word (v4.5.6) it is still found, and held
     tagged = brain.searcher.search("4.5.6", mode="bm25")
     assert tagged.hits[0].path == "tag.md" and tagged.hits[0].match == "strong"
+    # another version, or another decimal, is no strong match however its numbers are held
+    for query, path in (("release notes v2.3.2", "release.md"), ("tag v4.5.7", "tag.md")):
+        held = [h for h in brain.searcher.search(query, floor=False).hits if h.path == path]
+        assert held and held[0].match != "strong", (query, held[0].coverage)
     # the prompt hook's floor counts the run whole, not its numbers one by one
     from brainmap.hooks import above_floor
 

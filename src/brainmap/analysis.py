@@ -411,6 +411,18 @@ def _new_stems(words: list[str], language: str) -> dict[str, str]:
     return cache
 
 
+def number_run_tokens(query: str) -> set[str]:
+    """The folded tokens of a query's dotted runs of numbers, with a word they are written
+    onto (``v2.3.2``: v2, 3, 2): they count as their run only, not one by one."""
+    out: set[str] = set()
+    for found in _DOTTED_NUMBERS_RE.finditer(query) if "." in query else ():
+        start = found.start()
+        while start > 0 and query[start - 1].isalnum():
+            start -= 1
+        out.update(fold(t) for t in split_tokens(query[start : found.end()]))
+    return out
+
+
 def number_run(phrase: str) -> bool:
     """Whether a query phrase is a dotted run of numbers (see :func:`query_terms`)."""
     return all(word.isdigit() for word in phrase.split())

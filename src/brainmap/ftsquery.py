@@ -18,6 +18,7 @@ from brainmap.analysis import (
     detect_language,
     is_stopword,
     number_run,
+    number_run_tokens,
     query_terms,
     term_stems,
 )
@@ -55,6 +56,10 @@ class QueryAnalysis:
     languages: tuple[str, ...]
     known: bool  # some word of the query is in the index (as written or by stem)
     function_words_only: bool  # "the", "what is it": nothing to match closely
+
+
+def _run_freq(numbers: list[str], freqs: dict[str, int]) -> int:
+    return min(freqs.get(n, 0) for n in (numbers if freqs.get(numbers[0]) else numbers[1:]))
 
 
 def rarest(terms: list[str], freqs: dict[str, int], rows: int, at_least: int) -> list[str]:
@@ -143,7 +148,7 @@ class QueryAnalyser:
         quoted = [p for p in phrases if not number_run(p)]
         numbers = [p for p in phrases if number_run(p)][:MAX_NUMBER_RUNS]
         phrases = quoted + numbers
-        in_numbers = {w for p in numbers for w in p.split()}
+        in_numbers = number_run_tokens(query) if numbers else set()
         quoted_words = [w for p in quoted for w in p.split() if not is_stopword(w)]
         weighed_words = list(
             dict.fromkeys(quoted_words + [w for w in words if w not in in_numbers])
@@ -162,7 +167,8 @@ class QueryAnalyser:
         freqs = self._in_view(freqs)
         present = [t for t in candidates if freqs[t]]
         limit = common_above(total, self.cfg.search.df_prune)
-        keep = [t for t in present if freqs[t] <= limit]
+        # a run's numbers are kept however frequent: they find it written onto a word (v2.3.1)
+        keep = [t for t in present if freqs[t] <= limit or t in in_numbers]
         if not keep and present and not quoted:
             keep = [min(present, key=lambda t: freqs[t])]
         keep = sorted(keep, key=lambda t: freqs[t])[:MAX_QUERY_TERMS]
@@ -174,10 +180,9 @@ class QueryAnalyser:
             # frequent words only, or rare terms in many chunks (a large index): the chunks
             # holding every word are scored first
             cuts = every_word(keep, forms_of_word, freqs, EVERY_WORD_ROWS, wanted)
-        # a run of numbers is in no more chunks than its rarest number the index holds alone
-        # (v4.5.6 is indexed v4 5 6: its 4 is not)
-        freqs = {**freqs, **{p: min((freqs[w] for w in p.split() if freqs.get(w)), default=0)
-                             for p in numbers}}  # fmt: skip
+        # a run of numbers is in no more chunks than its rarest number; its first may be
+        # written onto a word (v4.5.6 is indexed v4 5 6), so it alone may be missing
+        freqs = {**freqs, **{p: _run_freq(p.split(), freqs) for p in numbers}}
         weighed = [
             (word, forms, idf(max(freqs.get(f, 0) for f in forms), total))
             for word, forms in [*((p, (p,)) for p in numbers), *forms_of_word.items()]

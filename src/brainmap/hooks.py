@@ -357,7 +357,13 @@ def above_floor(store: Store, terms: Iterable[str], text: str) -> list[str]:
     terms = list(dict.fromkeys(terms))
     # a phrase counts where it is held whole; the numbers of a dotted run (2.3.1) count only
     # as that run, not one by one (any other version holds them)
-    in_runs = {w for t in terms if " " in t and number_run(t) for w in t.split()}
+    runs = [t.split() for t in terms if " " in t and number_run(t)]
+    firsts = {run[0] for run in runs}
+    in_runs = {w for run in runs for w in run} | {
+        t
+        for t in terms
+        if (word := t.rstrip("0123456789")) != t and word and t[len(word) :] in firsts
+    }  # and a word a run is written onto: the v2 of v2.3.1
     matched = [
         t for t in terms
         if (holds_phrase(text, t) if " " in t else t in held and t not in in_runs)

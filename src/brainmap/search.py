@@ -464,12 +464,14 @@ class Searcher:
         nearest vectors stand out from the rest (a query about something, not nonsense)."""
         s = self.cfg.search
         total = sum(weight for _, _, weight in analysis.words)
+        runs = [word for word, _, _ in analysis.words if " " in word]  # dotted numbers
         for hit in hits:
             text = "\n".join((hit.title, hit.heading, hit.text[:GRADE_CHARS]))
             held = forms_of(text, analysis.languages)
+            held_runs = {word for word in runs if holds_phrase(text, word)}
             covered = sum(
                 w for word, forms, w in analysis.words
-                if (holds_phrase(text, word) if " " in word else any(f in held for f in forms))
+                if (word in held_runs if " " in word else any(f in held for f in forms))
             )  # fmt: skip
             hit.coverage = round(covered / total, 4) if total else 0.0
             # a query none of whose words the index knows is nonsense to it: the model still
@@ -480,7 +482,9 @@ class Searcher:
                 hit.match = WEAK  # no word in common, but near in meaning: a paraphrase
             else:
                 hit.match = NONE
-            if analysis.function_words_only and hit.match == STRONG:
+            # a version or an address names one thing: a hit without any the query names
+            # (a note about v2.3.1 for v2.3.2) is no strong match, however few its numbers weigh
+            if hit.match == STRONG and (analysis.function_words_only or (runs and not held_runs)):
                 hit.match = WEAK
 
     def _fuse(

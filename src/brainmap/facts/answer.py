@@ -136,6 +136,15 @@ def _names(key: str) -> tuple[tuple[Name, ...], Name]:
     return (_name(label(key)),), ()
 
 
+def _whole_path(key: str) -> Name:
+    """The whole path of a service's or a project's folder, as a question spells it; ()
+    for anything else."""
+    node = NodeKey.parse(key)
+    if node.kind == "service" and "/" in node.name:
+        return _name(split_service(key)[0])
+    return _name(node.name) if node.kind == "project" else ()
+
+
 def _project_names(path: str) -> tuple[Name, ...]:
     """``infra/apps/store``: its whole path and each shorter tail of it, which a question may
     spell ("apps/store"), down to its folder ("store"). Read longest first, a path uses up
@@ -179,10 +188,13 @@ def _read(question: str, names: set[Name]) -> _Question:
     raw = _folded(question)
     tokens = [_singular(t) for t in raw]
     content = [not _function_word(t) for t in raw]
-    plain = [c and t not in _PREDICATE_VOCABULARY for c, t in zip(content, tokens, strict=True)]
     # the False: past either end
     kind_after = [t in KIND_WORDS_AFTER_NAME for t in tokens] + [False]
     kind_before = [t in KIND_WORDS_BEFORE_NAME for t in tokens] + [False]
+    plain = [
+        c and t not in _PREDICATE_VOCABULARY and not (after or before)
+        for c, t, after, before in zip(content, tokens, kind_after, kind_before, strict=False)
+    ]
     longest = max(map(len, names), default=0)
     found: list[tuple[int, int, Name]] = []
     for i in range(len(tokens)):
@@ -197,6 +209,11 @@ def _read(question: str, names: set[Name]) -> _Question:
         if taken.isdisjoint(where):
             taken.update(where)
             spans[name].append(start)
+            # the kind word beside a name says what it names, not what is asked: "the web
+            # service of the shop project" asks nothing about projects
+            end = start - neg_len
+            taken.update(k for k in (start - 1, end) if 0 <= k < len(tokens)
+                         and (kind_after[k] if k == end else kind_before[k]))  # fmt: skip
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
     return _Question(tokens, dict(spans), free)
 
@@ -254,16 +271,23 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
 
+    # question words that do not ask what the question asks most name things partly: of the
+    # api services of projects server and client, "the api service of server" asks about
+    # the first; "which port does api publish" still asks about every api
+    most = max(asks.values(), default=0)
+    topical = {_singular(w) for p, n in asks.items() if n == most for w in PREDICATE_WORDS[p]}
+    naming = q.free - loose - topical
+
     def score(key: str) -> tuple[int, int, int, int]:
-        """Tokens its names spell, other words of its names or folders the question has, the
-        question words among them (of the api services of projects server and client, "the
-        api service of server" asks about the first), and (minus) the words of its folders
-        it lacks: of two projects named django, the one whose whole path the question
-        spells."""
+        """Tokens its names spell, other words of its names or folders the question has,
+        question words among them that do not ask what the question asks most, and whether
+        the question spells its project's whole path (of projects django and
+        samples/django, "the web service of django" is the first's)."""
         names, above = _names(key)
         own = {w for n in (*names, above) for w in n}
-        return (len(q.covered(names)), len(loose & own), len((q.free - loose) & own),
-                -len(set(above) - loose))  # fmt: skip
+        whole = _whole_path(key)
+        return (len(q.covered(names)), len(loose & own), len(naming & own),
+                int(bool(whole) and whole in q.spans))  # fmt: skip
 
     subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
     scored: list[tuple[tuple[int, int, int, int], int, FactRow]] = []
@@ -300,22 +324,40 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         if silent:
             lead = []
     answering = [f for _, f in hits]
+    if not exposing:  # what a service publishes is its answer: not also what it exposes
+        publishing = {f.subject for _, f in standing if f.predicate == PUBLISHES}
+        answering = [f for f in answering if f.predicate != EXPOSES or f.subject not in publishing]
     slots = set().union(*(_slots(f) for f in answering)) if answering else set()
     seen = {id(f) for f in answering}
+
+    def shared(f: FactRow, with_slots: set[str]) -> set[str]:
+        """The slots ``f`` shares; a sibling service shares no project-wide one (what the
+        project's docs say against its ports is about neither)."""
+        common = _slots(f) & with_slots
+        if f.subject.startswith("service:") and f.subject not in asked:
+            common = {s for s in common if not _project_wide(s)}
+        return common
+
     # the other sides of their conflicts; a sibling that won beside the asked subject is not
     # one, but one that won where the asked subject lost is
     lost = set().union(*(_slots(f) for f in answering if f.confidence == CONTRADICTED))
     peers = [
         f for f in facts
-        if id(f) not in seen and _slots(f) & slots and _strength(f, asks, q.free) is not None
-        and (f.confidence == CONTRADICTED or not f.props.get("resolved_by") or _slots(f) & lost)
+        if id(f) not in seen and shared(f, slots) and _strength(f, asks, q.free) is not None
+        and (f.confidence == CONTRADICTED or not f.props.get("resolved_by") or shared(f, lost))
     ]  # fmt: skip
     peers.sort(key=lambda f: (_RANK.get(f.confidence, 9), f.library, f.subject, f.object))
     lead_slots = set().union(*(_slots(f) for f in lead)) if lead else slots
     against = [
-        f for f in answering + peers if f.confidence == CONTRADICTED and _slots(f) & lead_slots
+        f for f in answering + peers if f.confidence == CONTRADICTED and shared(f, lead_slots)
     ]
     return Reply(answering + peers, lead, against, silent, asked)
+
+
+def _project_wide(slot: str) -> bool:
+    """A slot about all of a project's published ports (pairing's "project:P published
+    ports"), rather than one mapping or one host port."""
+    return slot.startswith("project:") and slot.endswith(" published ports")
 
 
 def _best_port_predicates(lead: list[FactRow], exposing: bool) -> list[FactRow]:
