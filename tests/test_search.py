@@ -413,10 +413,14 @@ def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
         held = [h for h in brain.searcher.search(query, floor=False).hits if h.path == path]
         assert held and held[0].match != "strong", (query, held[0].coverage)
     # the prompt hook's floor counts the run whole, not its numbers one by one
+    from brainmap.analysis import number_run_tokens
     from brainmap.hooks import above_floor
 
-    asked = brain.searcher.search("what changed in release 2.3.1 of the client", mode="bm25")
+    prompt = "what changed in release 2.3.1 of the client"
+    asked = brain.searcher.search(prompt, mode="bm25")
+    runs = frozenset(number_run_tokens(prompt))
     texts = {h.path: h.text + " " + h.title for h in asked.hits}
-    assert above_floor(brain.store, asked.terms, texts["release.md"])
-    assert not above_floor(brain.store, asked.terms, texts.get("sdk.md", "Version 1.2.3 client"))
+    assert above_floor(brain.store, asked.terms, texts["release.md"], runs)
+    sdk = texts.get("sdk.md", "Version 1.2.3 client")
+    assert not above_floor(brain.store, asked.terms, sdk, runs)
     brain.close()

@@ -26,7 +26,7 @@ from brainmap.analysis import (
     fts_text,
     holds_phrase,
     is_stopword,
-    number_run,
+    number_run_tokens,
     one_line,
     split_tokens,
 )
@@ -350,23 +350,19 @@ def _edit_terms(cfg: Config, store: Store, path: Path, new_text: str) -> list[st
     return sorted(known, key=lambda t: freqs[t])[:MAX_TERMS]
 
 
-def above_floor(store: Store, terms: Iterable[str], text: str) -> list[str]:
+def above_floor(
+    store: Store, terms: Iterable[str], text: str, run_tokens: frozenset[str] = frozenset()
+) -> list[str]:
     """The query ``terms`` a chunk's ``text`` holds when they clear the relevance floor
-    (else an empty list): at least ``FLOOR_TERMS`` of them, weighing ``FLOOR_WEIGHT``."""
+    (else an empty list): at least ``FLOOR_TERMS`` of them, weighing ``FLOOR_WEIGHT``.
+    A phrase counts where it is held whole; ``run_tokens``, the tokens of the query's dotted
+    runs of numbers (:func:`number_run_tokens`), count only as their run, not one by one (any
+    other version holds them)."""
     held = {fold(w) for w in split_tokens(fts_text(text))}
     terms = list(dict.fromkeys(terms))
-    # a phrase counts where it is held whole; the numbers of a dotted run (2.3.1) count only
-    # as that run, not one by one (any other version holds them)
-    runs = [t.split() for t in terms if " " in t and number_run(t)]
-    firsts = {run[0] for run in runs}
-    in_runs = {w for run in runs for w in run} | {
-        t
-        for t in terms
-        if (word := t.rstrip("0123456789")) != t and word and t[len(word) :] in firsts
-    }  # and a word a run is written onto: the v2 of v2.3.1
     matched = [
         t for t in terms
-        if (holds_phrase(text, t) if " " in t else t in held and t not in in_runs)
+        if (holds_phrase(text, t) if " " in t else t in held and t not in run_tokens)
     ]  # fmt: skip
     if len(matched) < FLOOR_TERMS:
         return []
@@ -396,13 +392,14 @@ def prompt_context(
 
     searcher = Searcher(cfg, store)
     result = searcher.search(prompt[:2000], mode="bm25", limit=10, not_types=["diary"])
+    run_tokens = frozenset(number_run_tokens(prompt[:2000]))
     budget = _Budget(cfg.hooks.file_tokens)
     budget.add("brainmap: notes that may help with this request:")
     shown: set[str] = set()
     for hit in result.hits:
         if len(shown) >= cfg.hooks.prompt_hits or hit.id in shown or hit.match == "none":
             continue
-        matched = above_floor(store, result.terms, hit.text + " " + hit.title)
+        matched = above_floor(store, result.terms, hit.text + " " + hit.title, run_tokens)
         if not matched:
             continue
         line = f"- [{hit.type}] {cut(hit.title, 90)} ({hit.library}:{hit.path}:{hit.line_start})"

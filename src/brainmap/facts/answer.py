@@ -123,26 +123,19 @@ def _name(text: str) -> Name:
 
 
 @functools.lru_cache(maxsize=8192)  # asked once per fact and question: names repeat
-def _names(key: str) -> tuple[tuple[Name, ...], Name]:
-    """The names a subject goes by, and the folders above them. A service: its project (the
-    folder's whole path, and its last part) and its own name; a project: its path and the
-    folder's last part; anything else: its label."""
+def _names(key: str) -> tuple[tuple[Name, ...], Name, Name]:
+    """The names a subject goes by, the folders above them, and its folder's whole path. A
+    service: its project (the folder's whole path, each shorter tail, its last part) and its
+    own name; a project: the same of its path; anything else: its label (and no path)."""
     node = NodeKey.parse(key)
     if node.kind == "service" and "/" in node.name:
         project, service = split_service(key)
-        return (*_project_names(project), _name(service)), _name(project.rpartition("/")[0])
+        paths = _project_names(project)
+        return (*paths, _name(service)), _name(project.rpartition("/")[0]), paths[0]
     if node.kind == "project":
-        return _project_names(node.name), _name(node.name.rpartition("/")[0])
-    return (_name(label(key)),), ()
-
-
-def _whole_path(key: str) -> Name:
-    """The whole path of a service's or a project's folder, as a question spells it; ()
-    for anything else."""
-    node = NodeKey.parse(key)
-    if node.kind == "service" and "/" in node.name:
-        return _name(split_service(key)[0])
-    return _name(node.name) if node.kind == "project" else ()
+        paths = _project_names(node.name)
+        return paths, _name(node.name.rpartition("/")[0]), paths[0]
+    return (_name(label(key)),), (), ()
 
 
 def _project_names(path: str) -> tuple[Name, ...]:
@@ -283,9 +276,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         question words among them that do not ask what the question asks most, and whether
         the question spells its project's whole path (of projects django and
         samples/django, "the web service of django" is the first's)."""
-        names, above = _names(key)
+        names, above, whole = _names(key)
         own = {w for n in (*names, above) for w in n}
-        whole = _whole_path(key)
         return (len(q.covered(names)), len(loose & own), len(naming & own),
                 int(bool(whole) and whole in q.spans))  # fmt: skip
 
