@@ -1209,3 +1209,73 @@ services:
     ports, answer = said("which port does the db service of cache publish", "service:cache/db")
     assert ports == {"5432"} and answer is not None and answer.startswith("5432 (")
     brain.close()
+
+
+def test_ask_merges_compose_files_as_docker_compose_does(home: Path, tmp_path: Path) -> None:
+    """An override file adds ports unless it tags them ``!override`` or ``!reset``; a
+    variant (compose.prod.yaml) applies with ``-f`` only, so it is told beside the answer
+    unless the question names it; a container port docker publishes on a host port it
+    picks is published, not "no port"."""
+    lib = tmp_path / "lab"
+    write(lib / "blog" / "compose.yaml", """\
+services:
+  web: {image: nginx, ports: ["8080:80"]}
+  api: {image: example/api, ports: ["3000:3000"]}
+  admin: {image: example/admin, ports: ["9000:9000"]}
+  worker: {image: example/worker}
+""")  # fmt: skip
+    write(lib / "blog" / "compose.override.yaml", """\
+services:
+  web:
+    ports: !override
+      - "8888:80"
+  api:
+    ports: ["3001:3001"]
+  admin:
+    ports: !reset []
+""")  # fmt: skip
+    write(lib / "blog" / "compose.prod.yaml", """\
+services:
+  web: {ports: ['80:80', '443:443']}
+  api: {ports: ['3443:3443']}
+  grafana: {image: grafana/grafana, ports: ['3030:3000']}
+""")  # fmt: skip
+    write(lib / "blog" / "README.md", "Open http://localhost:8888; the API answers on "
+          "http://localhost:3000 and http://localhost:3001.\n")  # fmt: skip
+    write(lib / "dice" / "docker-compose.yml",
+          "services:\n  roller: {image: example/dice, ports: ['8000']}\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, root="facts", web=False))
+
+    def answer(question: str) -> str | None:
+        return ask(question).answer
+
+    # docker compose up: the override file's 8888 replaces the base file's 8080; the variant
+    # is told aside, one note for the file
+    web = answer("which port does the web service of blog publish")
+    assert web == "8888 (blog/compose.prod.yaml, applied with -f, says 80, 443)", web
+    assert answer("which port does the api service of blog publish") == (
+        "3000, 3001 (blog/compose.prod.yaml, applied with -f, says 3443)"
+    )
+    # -f compose.yaml -f compose.prod.yaml: the base file and the variant, not the override
+    assert answer("which port does the api service of blog publish in prod") == (
+        "3000, 3443 (not confirmed: 3443; blog/compose.override.yaml, not read with -f, says 3001)"
+    )
+    # declared by the variant alone: what it says, not "publishes no port"
+    assert answer("which port does the grafana service of blog publish") == (
+        "blog/compose.prod.yaml, applied with -f, says 3030"
+    )
+    assert answer("which port does the admin service of blog publish") == (
+        "service admin of blog publishes no port"
+    )
+    # one source says it (no README): unconfirmed, so the fact is the answer
+    roller = ask("which port does the roller service publish")
+    assert roller.answer is None
+    assert [(f.object, f.published) for f in roller.facts] == [("port:8000", "random")]
+    assert answer("which port does the worker service of blog publish") == (
+        "service worker of blog publishes no port"
+    )
+    brain.close()

@@ -214,6 +214,27 @@ def test_sessions_under_headings_keep_their_heading_in_every_unit() -> None:
         assert any(line.startswith("[D") for line in chunk.text.splitlines()), chunk.text
 
 
+def test_a_plain_line_before_turns_captions_every_unit_of_them() -> None:
+    """Sessions headed by a plain line, not a heading ("Session 2 - 11 March 2025", alone
+    before its turns or first among them): each unit of its turns carries the line as a
+    heading would, and the line is no unit alone."""
+    turns = "\n".join(f"{'Ana' if i % 2 else 'Ben'}: turn {i} about the pottery class"
+                      for i in range(40))  # fmt: skip
+    text = (f"# Ana and Ben\n\nSession 1 - 10 March 2025\n\n{turns}\n\n"
+            f"Session 2 - 11 March 2025\n{turns}\n\nWe stopped there.\n")  # fmt: skip
+    chunks = parse(text, fallback_title="x", chunk_tokens=300, turn_tokens=60).chunks
+    sessions = [c for c in chunks if "turn 1 " in c.text or "turn 39" in c.text]
+    assert len(chunks) > 6 and len(sessions) == 4
+    for chunk in chunks[:-1]:
+        assert chunk.heading in ("Ana and Ben > Session 1 - 10 March 2025",
+                                 "Ana and Ben > Session 2 - 11 March 2025"), chunk  # fmt: skip
+        assert any(line.startswith(("Ana:", "Ben:")) for line in chunk.text.splitlines())
+    assert chunks[-1].heading == "Ana and Ben" and chunks[-1].text == "We stopped there."
+    # a list of steps is no run of turns: its first line captions nothing
+    steps = "Steps\n" + "\n".join(f"- step {i}: do the thing number {i} well" for i in range(40))
+    assert all(c.heading == "" for c in parse(steps, fallback_title="x", chunk_tokens=60).chunks)
+
+
 @pytest.mark.parametrize(
     ("frontmatter", "warning"),
     [

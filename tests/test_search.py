@@ -387,6 +387,46 @@ def test_no_strong_match_for_an_absent_topic_or_half_a_query(home: Path, tmp_pat
     brain.close()
 
 
+def test_languages_named_with_symbols_are_told_apart(home: Path, tmp_path: Path) -> None:
+    """``C#``, ``C++`` and ``C`` are one token ``c`` to the FTS tokenizer; a word ending in
+    ``#`` or ``++`` is indexed and searched spelt out, so each finds its own note."""
+    notes = tmp_path / "notes"
+    write(
+        notes / "sharp.md",
+        "# Async streams\n\nIn C# an IAsyncEnumerable is awaited with await foreach.\n",
+    )
+    write(
+        notes / "plus.md",
+        "# Move semantics\n\nIn C++ a moved-from std::vector is valid but empty.\n",
+    )
+    write(notes / "plain.md", "# Pointers\n\nIn C a pointer to an array decays on a call.\n")
+    write(notes / "fsharp.md", "# Pipelines\n\nF# pipes values with the |> operator.\n")
+    home.mkdir(parents=True)
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
+    ops.reindex(brain, ops.ReindexInput())
+    for query, path in (("C#", "sharp.md"), ("C++", "plus.md"), ("F#", "fsharp.md"),
+                        ("csharp", "sharp.md"), ("cpp", "plus.md")):  # fmt: skip
+        for mode in ("bm25", "hybrid"):
+            hits = brain.searcher.search(query, mode=mode, floor=False).hits
+            assert hits[0].path == path, (query, mode, [h.path for h in hits])
+            strong = {h.path for h in hits if h.match == "strong"}
+            assert strong == {path}, (query, mode, [(h.path, h.coverage) for h in hits])
+    # the prompt hook's floor reads the note's C# as the prompt's
+    from brainmap.hooks import above_floor
+
+    asked = brain.searcher.search("how do I await an async stream in C#", mode="bm25")
+    texts = {h.path: h.text + " " + h.title for h in asked.hits}
+    assert "csharp" in above_floor(brain.store, asked.terms, texts["sharp.md"])
+    brain.close()
+    # a snippet centres on the line that holds C# (or a version) as written
+    from brainmap.search import snippet
+
+    text = "# Notes\nintro\nmore intro\nrelease 2.3.1 streams\nIn C# we await"
+    assert snippet(text, ["csharp"], 30).startswith("In C# we await")
+    assert snippet(text, ["2 3 1"], 30).startswith("release 2.3.1")
+
+
 def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
     """``2.3.1`` is split into single numbers by the tokenizer; a query searches it as a
     phrase, so notes about 1.2.3 or counting turns 1, 2, 3 are no strong match for it."""

@@ -6,8 +6,9 @@ Japanese text would become one giant token. Both the indexed text and the query 
 word inside a run can match.
 
 Words are indexed as written, and a second FTS column holds their other forms
-(:func:`other_forms`): Snowball stems in the entry's language (``painted`` -> ``paint``) and
-words written with a bracketed letter inside (``[c]reate`` -> ``create``). A query term matches
+(:func:`other_forms`): Snowball stems in the entry's language (``painted`` -> ``paint``),
+words written with a bracketed letter inside (``[c]reate`` -> ``create``) and words ending in
+``#`` or ``++`` spelt out (``C#`` -> ``csharp``), as queries spell them. A query term matches
 both columns by its written form and its stem, so an exact match scores above a stem match and
 nothing written is ever hidden (``array[i]`` is still ``array`` and ``i``).
 """
@@ -41,6 +42,18 @@ _PHRASE_RE = re.compile(r'"([^"]*)"')
 # a dotted run of numbers (a version 2.3.1, an address 10.0.0.12): the tokenizer splits it
 # into single numbers, which any other number matches; a query searches it as a phrase too
 _DOTTED_NUMBERS_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+)+(?!\d|\.\d)")
+# a word ending in ``#`` or ``++`` (C#, F#, C++, g++): the tokenizer keeps only its letters, so
+# ``C#`` would be ``c``; it is also indexed, and searched, as the word spelt out (csharp, cpp)
+# (letters of scripts written with spaces only: a CJK run glued to it is cut into bigrams; not
+# after a dot or a slash, nor a # before a slash, a word or a !: file.html#top, app#/route;
+# C++17 is C++ and 17)
+_SPACED_WORD = f"[^\\W_{_NO_SPACE_SCRIPTS}]"  # a letter or a digit
+_SPACED_LETTER = f"[^\\W\\d_{_NO_SPACE_SCRIPTS}]"
+_SYMBOL_WORD_RE = re.compile(
+    rf"(?<!{_SPACED_WORD}|[./_])({_SPACED_WORD}+)"
+    rf"(#(?!{_SPACED_WORD}|[#+/!_])|\+\+(?!{_SPACED_LETTER}|[#+_]))"
+)
+_SYMBOL_NAMES = {"#": "sharp", "+": "pp"}  # by the symbol's first character
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -139,22 +152,41 @@ def split_tokens(text: str) -> list[str]:
     return tokens
 
 
+def spell_symbols(text: str) -> str:
+    """``text`` with words ending in ``#`` or ``++`` spelt out as they are indexed besides
+    (``C#`` -> ``Csharp``, ``C++17`` -> ``Cpp 17``). ``A++`` is ``App``: a rare clash, for
+    ``C++`` to find notes that say ``cpp``."""
+    if "#" not in text and "++" not in text:
+        return text
+    # a space after: C++17 is C++ and 17, as the tokenizer reads it
+    return _SYMBOL_WORD_RE.sub(lambda m: f"{m[1]}{_SYMBOL_NAMES[m[2][0]]} ", text)
+
+
+def _symbol_words(text: str) -> list[str]:
+    """The folded spelt-out forms of the words of ``text`` that end in ``#`` or ``++``."""
+    if "#" not in text and "++" not in text:
+        return []
+    return [fold(m[1]) + _SYMBOL_NAMES[m[2][0]] for m in _SYMBOL_WORD_RE.finditer(text)]
+
+
 def query_terms(query: str) -> tuple[list[str], list[str]]:
     """Extract ``(phrases, terms)`` from a free-text query.
 
-    Balanced double quotes mark exact phrases; a dotted run of numbers (``2.3.1``) is a
+    Balanced double quotes mark exact phrases; a word ending in ``#`` or ``++`` is spelt out
+    (:func:`spell_symbols`); a dotted run of numbers (``2.3.1``) is a
     phrase of its numbers and its numbers are terms too (``v2.3.1`` is indexed ``v2 3 1``,
     which the phrase misses); everything else becomes single terms. Returned strings are
     folded; terms are de-duplicated in order.
     """
     phrases: list[str] = []
-    rest = query
+    rest = spell_symbols(query)
     if query.count('"') >= 2:
         for inner in _PHRASE_RE.findall(query):
             words = split_tokens(inner)
             if len(words) > 1:
                 phrases.append(" ".join(fold(w) for w in words))
-        rest = _PHRASE_RE.sub(" ", query)
+        # a quoted word is a term (its quotes are dropped below)
+        rest = _PHRASE_RE.sub(lambda m: m[0] if len(split_tokens(m[1])) < 2 else " ", rest)
     if "." in rest:
         phrases += [" ".join(fold(t) for t in split_tokens(run))
                     for run in _DOTTED_NUMBERS_RE.findall(rest)]  # fmt: skip
@@ -254,8 +286,9 @@ DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be tol
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
 # library indexed with an older one is re-read in full by the next reindex.
-ANALYZER_VERSION = 3  # 2: a line longer than a unit is cut; labels lose control characters;
-# 3: the headings before a run of turns open its first unit
+ANALYZER_VERSION = 4  # 2: a line longer than a unit is cut; labels lose control characters;
+# 3: the headings before a run of turns open its first unit; 4: C# and C++ spelt out, a
+# line before a run of turns captions it
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 
@@ -343,8 +376,9 @@ def _stemmable_words(text: str, language: str, folded: str | None = None) -> lis
 
 def other_forms(text: str, language: str | None) -> str:
     """The forms of the words of ``text`` that the FTS tokenizer does not index by itself:
-    each word's stem in ``language`` where it differs from the word, and words written with
-    brackets inside joined (``[c]reate`` -> ``create``, and its stem). Space-separated, one
+    each word's stem in ``language`` where it differs from the word, words written with
+    brackets inside joined (``[c]reate`` -> ``create``, and its stem), and words ending in
+    ``#`` or ``++`` spelt out (``C#`` -> ``csharp``, ``C++`` -> ``cpp``). Space-separated, one
     per occurrence, so that term frequencies count."""
     return " ".join(_other_forms(text, language or DEFAULT_LANGUAGE, None, distinct=False))
 
@@ -366,6 +400,7 @@ def _other_forms(text: str, language: str, folded: str | None, distinct: bool) -
             out.append(joined)
             if stemming and (stem := _new_stems([joined], language).get(joined)):
                 out.append(stem)
+    out += _symbol_words(text)
     return out
 
 

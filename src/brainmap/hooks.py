@@ -28,6 +28,7 @@ from brainmap.analysis import (
     is_stopword,
     number_run_tokens,
     one_line,
+    spell_symbols,
     split_tokens,
 )
 from brainmap.config import Config
@@ -358,7 +359,7 @@ def above_floor(
     A phrase counts where it is held whole; ``run_tokens``, the tokens of the query's dotted
     runs of numbers (:func:`number_run_tokens`), count only as their run, not one by one (any
     other version holds them)."""
-    held = {fold(w) for w in split_tokens(fts_text(text))}
+    held = {fold(w) for w in split_tokens(fts_text(spell_symbols(text)))}
     terms = list(dict.fromkeys(terms))
     matched = [
         t for t in terms

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from brainmap.analysis import estimate_tokens
+from brainmap.analysis import estimate_tokens, one_line
 
 DEFAULT_CHUNK_TOKENS = 300
 DEFAULT_TURN_TOKENS = 450  # units of a text written one line per turn (a dialogue, a diary)
@@ -487,10 +487,11 @@ def _chunks(lines: list[str], sections: list[_Section], limit: int, turn_limit: 
             continue
         pending_start = None
         heading_end = section.start + section.heading_lines
-        for piece_start, piece_end in _pack(
+        for piece_start, piece_end, caption in _pack(
             lines, blocks, limit, start, turn_limit, long, heading_end
         ):
-            spans.append((piece_start, piece_end, section.path))
+            path = " > ".join(p for p in (section.path, caption) if p)
+            spans.append((piece_start, piece_end, path))
     if pending_start is not None:  # trailing headings with no content still get indexed
         spans.append((pending_start, _last_nonblank(lines, len(lines)), sections[-1].path))
     # no unit is larger than this, however its lines run: a code block is kept whole up to
@@ -579,17 +580,23 @@ def _pack(
     turn_limit: int,
     long: dict[int, int],
     heading_end: int,
-) -> list[tuple[int, int]]:
-    """Greedily pack consecutive blocks into pieces of at most ``limit`` tokens. A block of
-    one line per turn (a dialogue, a log, a diary) that does not fit gets pieces of its own,
-    of at most ``turn_limit`` tokens, cut between turns only; its first piece keeps the
-    headings before it (up to ``heading_end``: "## Session 2, 10 March" is no unit alone). A
-    line over its budget alone gets a piece of its own, and is noted in ``long`` (with that
-    budget) to be cut."""
-    pieces: list[tuple[int, int]] = []
+) -> list[tuple[int, int, str]]:
+    """Greedily pack consecutive blocks into ``(start, end, caption)`` pieces of at most
+    ``limit`` tokens. A block of one line per turn (a dialogue, a log, a diary) that does not
+    fit gets pieces of its own, of at most ``turn_limit`` tokens, cut between turns only; its
+    first piece keeps the headings before it (up to ``heading_end``: "## Session 2, 10 March"
+    is no unit alone). A short line that is no turn, alone before the turns or first among
+    them ("Session 2 - 27 June 2023"), captions them: it stays in their first piece and is
+    the ``caption`` of every piece of them, as a heading would be. A line over its budget
+    alone gets a piece of its own, and is noted in ``long`` (with that budget) to be cut."""
+    pieces: list[tuple[int, int, str]] = []
     start, tokens = first_start, 0
     cursor = first_start
     after_turns = False
+    # the block before, when it is one line that could caption turns and follows the
+    # section's headings, a run of turns or nothing: a line alone, whatever the budget
+    lone_line: int | None = None
+    after_break = True  # the next block follows the headings, a run of turns or nothing
     for b_start, b_end, atomic in blocks:
         if after_turns:  # a new piece starts at the block, not at the blank line before it
             start, after_turns = b_start, False
@@ -599,30 +606,62 @@ def _pack(
             and size > min(turn_limit, limit)
             and _one_line_per_turn(lines, b_start, b_end)
         )
-        headings_only = cursor <= heading_end
-        if tokens and (turns or tokens + size > limit) and not (turns and headings_only):
-            pieces.append((start, cursor))
+        caption, captioned = "", False  # captioned: by the line alone before the turns
+        first = max(b_start, heading_end)  # the block's first line past the headings
+        if turns and lone_line is not None:
+            caption, captioned = _caption(lines[lone_line]), True
+        elif turns and first < b_end - 1:
+            caption = _caption(lines[first])
+        with_turns = turns and (cursor <= heading_end or captioned)  # headings or a caption
+        if tokens and (turns or tokens + size > limit) and not with_turns:
+            pieces.append((start, cursor, ""))
             start, tokens = b_start, 0
+        single = not atomic and first == b_end - 1
+        lone_line = first if after_break and single and _caption(lines[first]) else None
+        after_break = turns or b_end <= heading_end
         if turns or (size > limit and not atomic):
             # a huge paragraph or list: cut between lines
             cap = turn_limit if turns else limit
             for line_no in range(b_start, b_end):
                 line_size = estimate_tokens(lines[line_no])
                 if tokens and tokens + line_size > cap:
-                    pieces.append((start, line_no))
+                    pieces.append((start, line_no, caption))
                     start, tokens = line_no, 0
                 if line_size > cap:
                     long[line_no] = cap
                 tokens += line_size
             if turns:  # what follows the turns starts a piece of its own
-                pieces.append((start, b_end))
+                pieces.append((start, b_end, caption))
                 start, tokens, after_turns = b_end, 0, True
         else:
             tokens += size
         cursor = b_end
     if cursor > start:
-        pieces.append((start, cursor))
+        pieces.append((start, cursor, ""))
     return pieces
+
+
+MAX_CAPTION_CHARS = 100
+_SENTENCE_END = tuple(".!?:;,")
+
+
+def _caption(line: str) -> str:
+    """The line as a caption of the turns after it ("Session 2 - 27 June 2023"), or "" when
+    it cannot be one: a turn, markup (a list item, a quote, a table row, a rule, a tag, an
+    image), a sentence or a label (it ends in punctuation), or longer than a heading."""
+    text = one_line(_EMPHASIS.sub("", line)).strip()
+    if (
+        not text
+        or len(text) > MAX_CAPTION_CHARS
+        or text.endswith(_SENTENCE_END)
+        or text[0] in "<![-=_*"
+        or not any(ch.isalnum() for ch in text)
+        or _NOT_PARAGRAPH_RE.match(line)
+        or _LABEL_RE.match(line)
+        or _TIME_RE.match(line)
+    ):
+        return ""
+    return text
 
 
 # a turn: a line that starts with a speaker's label and a colon ("Ana: ...", "[D1:3] Ana: ...",

@@ -15,7 +15,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from brainmap.analysis import ANALYZER_VERSION, fold, forms_of, holds_phrase
+from brainmap.analysis import (
+    ANALYZER_VERSION,
+    fold,
+    forms_of,
+    holds_phrase,
+    number_run,
+    spell_symbols,
+)
 from brainmap.config import Config, SearchSettings, scope_label
 from brainmap.errors import UserError
 from brainmap.ftsquery import MAX_QUERY_TERMS, QueryAnalyser, QueryAnalysis, TermStats
@@ -565,9 +572,11 @@ def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
     lines = [line for line in text.split("\n") if line.strip()]
     if not lines:
         return ""
+    # as written: a run of numbers with its dots (2.3.1), C# as it is spelt in the terms
+    terms = [".".join(t.split()) if number_run(t) else t for t in terms]
     best, best_score = 0, 0
     for i, line in enumerate(lines):
-        folded = fold(line)
+        folded = fold(spell_symbols(line))
         score = sum(1 for t in terms if t in folded)
         if score > best_score:
             best, best_score = i, score

@@ -35,6 +35,11 @@ METHOD_KIND = {
 # Predicates (the object is a node key of the kind in brackets)
 PART_OF = "part_of"  # service -> project
 PUBLISHES = "publishes"  # service -> host port [port]; props: container, protocol, host_ip
+# a published port with no host port (``ports: ["80"]``): docker picks one at start; kept as
+# ``exposes`` with this ``published`` prop
+RANDOM_HOST_PORT = "random"
+# the layer of a compose file that docker compose reads by itself beside the base file
+OVERRIDE_LAYER = "override"
 EXPOSES = "exposes"  # service -> container port reachable only inside its networks [port]
 LISTENS_ON = "listens_on"  # host or service -> port it accepts connections on [port]
 SERVES = "serves"  # project -> a host port its docs tell you to open [port]

@@ -13,8 +13,10 @@ from brainmap.collectors import (
     EXPOSES,
     IMAGE,
     NETWORK,
+    OVERRIDE_LAYER,
     PART_OF,
     PUBLISHES,
+    RANDOM_HOST_PORT,
     VOLUME,
     Observation,
     image_key,
@@ -28,6 +30,9 @@ from brainmap.collectors import (
 )
 from brainmap.collectors.yamltree import BudgetExceeded, Node, parse
 
+# the tags with which an override file replaces a base file's list rather than adding to it
+REPLACING_TAGS = ("!override", "!reset")
+_LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -84,6 +89,15 @@ def _named(root: Node | None, env: Mapping[str, str]) -> str | None:
     return project_name(interpolate(name.text, env))
 
 
+def layer_of(filename: str) -> str | None:
+    """The layer a compose file adds to its folder's base file (None for the base file):
+    ``override`` for ``compose.override.yaml``, which docker compose reads by itself beside
+    it, else a variant (``compose.prod.yaml``: prod), which it applies only with ``-f``
+    (and then without the override file)."""
+    found = _LAYER_NAME.match(filename)
+    return found.group(1) if found else None
+
+
 def collect(
     text: str,
     project: str,
@@ -91,9 +105,15 @@ def collect(
     *,
     method: str = "compose",
     first_line: int = 1,
+    layer: str | None = None,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
-    where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``."""
+    where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``.
+
+    The observations of a ``layer`` (:func:`layer_of`) say so in their props. In the
+    override file, a service whose ``ports`` or ``expose`` list is tagged ``!override`` or
+    ``!reset`` (replacing the base file's list, not adding to it) says which in its
+    ``part_of``'s ``replaces``."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -105,8 +125,17 @@ def collect(
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
-        out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method))
+        props: dict[str, object] = {}
+        if layer == OVERRIDE_LAYER:
+            lists = [svc.get(k) for k in ("ports", "expose")]
+            replaced = [k for k, n in zip(("ports", "expose"), lists, strict=True)
+                        if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
+            props = {"replaces": replaced} if replaced else {}
+        out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, svc, subject, project, env, method)
+    if layer:
+        for obs in out:
+            obs.props["layer"] = layer
     return only_safe(out)
 
 
@@ -133,7 +162,8 @@ def _service(
     for item in ports.items if ports is not None else []:
         for host_ip, published, target, proto in _ports(item, env):
             if published is None:  # a random host port: reachable, but on no known port
-                add(EXPOSES, port_key(target), item.line, protocol=proto, published="random")
+                add(EXPOSES, port_key(target), item.line, protocol=proto,
+                    published=RANDOM_HOST_PORT)  # fmt: skip
             else:
                 props = {"container": target, "protocol": proto}
                 if host_ip:

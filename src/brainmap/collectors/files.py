@@ -80,7 +80,8 @@ def config_observations(
     ``root``: the library holding the file at ``rel``, whose ``.env`` is then read as the
     scan reads (no symlink followed)."""
     if source == "compose":
-        return compose.collect(text, project, _dotenv(path.parent / ".env", root, rel))
+        env = _dotenv(path.parent / ".env", root, rel)
+        return compose.collect(text, project, env, layer=compose.layer_of(path.name))
     if source == "ssh":
         return sshconfig.collect(path, text, rel, include_roots)
     if source == "yaml":

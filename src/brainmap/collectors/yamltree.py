@@ -21,6 +21,7 @@ class Node:
 
     value: Any
     line: int  # 1-based
+    tag: str = ""  # an explicit local tag (compose's ``!override``, ``!reset``), else ""
 
     def get(self, key: str) -> Node | None:
         return self.value.get(key) if isinstance(self.value, dict) else None
@@ -63,6 +64,13 @@ MAX_NODES = 200_000  # aliases can make a small file a huge tree ("billion laugh
 
 
 def _convert(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Node:
+    converted = _convert_value(node, offset, depth, budget)
+    if node.tag.startswith("!") and not node.tag.startswith("!!"):
+        converted.tag = node.tag
+    return converted
+
+
+def _convert_value(node: yaml.Node, offset: int, depth: int, budget: list[int]) -> Node:
     import yaml
 
     line = node.start_mark.line + 1 + offset

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from brainmap.analysis import fold, is_stopword, split_tokens
@@ -16,9 +17,11 @@ from brainmap.collectors import (
     IDENTITY_FILE,
     IMAGE,
     LISTENS_ON,
+    OVERRIDE_LAYER,
     PART_OF,
     PORT,
     PUBLISHES,
+    RANDOM_HOST_PORT,
     SERVES,
     USER,
     split_service,
@@ -228,12 +231,21 @@ def _strength(fact: FactRow, asks: dict[str, int], free: set[str]) -> int | None
     or the kind of its object ("which host ...")."""
     if not asks:
         return 0
-    if fact.predicate in asks:
-        return asks[fact.predicate]
+    predicate = PUBLISHES if publishes(fact) else fact.predicate
+    if predicate in asks:
+        return asks[predicate]
     if fact.predicate in PREDICATE_WORDS:
         return None
     kind = kind_of(fact.object)
     return len((words(fact.predicate.replace("_", " ")) | {_singular(kind)}) & free) or None
+
+
+def publishes(fact: FactRow) -> bool:
+    """Whether a fact says what a service publishes: a host port, or a container port
+    published on a host port docker picks at start (``ports: ["80"]``)."""
+    return fact.predicate == PUBLISHES or (
+        fact.predicate == EXPOSES and fact.props.get("published") == RANDOM_HOST_PORT
+    )
 
 
 @dataclass
@@ -245,6 +257,7 @@ class Reply:
     against: list[FactRow]  # contradicted assertions about the same slots: the disagreement
     silent: list[str]  # asked services their compose file declares without a port
     asked: set[str]  # the subjects the question names best
+    aside: list[FactRow]  # what compose files the question's view does not read say instead
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -296,29 +309,33 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     named = [s for s in subject_score.values() if s[:2] != (0, 0)]
     best = max([s for s, _, _ in scored] + named, default=None)
     if best is None:
-        return Reply([], [], [], [], set())
+        return Reply([], [], [], [], set(), [])
     hits = [(strength, f) for score, strength, f in scored if score == best]
     hits.sort(key=lambda h: (-h[0], _RANK.get(h[1].confidence, 9), h[1].library,
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
-    standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED]
+    in_view = _compose_view(q.free, facts)
+    standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED and in_view(f)]
     top = max((s for s, _ in standing), default=None)
     exposing = bool(q.free & _EXPOSE_WORDS)
     lead = _best_port_predicates([f for s, f in standing if s == top], exposing)
+    elsewhere = [(s, f) for s, f in hits if f.confidence != CONTRADICTED and not in_view(f)]
+    most_elsewhere = max((s for s, _ in elsewhere), default=None)
+    aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
     silent: list[str] = []
-    answered = {PUBLISHES, EXPOSES} if exposing else {PUBLISHES}
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
-        f.predicate in answered for _, f in standing
+        publishes(f) or (exposing and f.predicate == EXPOSES) for _, f in standing
     ):  # asked what a service publishes, and nothing says it publishes anything
-        declared = {f.subject for f in facts if "compose" in f.props.get("how", ())}
+        declared = {f.subject for f in facts if "compose" in f.props.get("how", ()) and in_view(f)}
         silent = sorted(s for s in asked if s.startswith("service:") and s in declared)
         if silent:
             lead = []
     answering = [f for _, f in hits]
     if not exposing:  # what a service publishes is its answer: not also what it exposes
-        publishing = {f.subject for _, f in standing if f.predicate == PUBLISHES}
-        answering = [f for f in answering if f.predicate != EXPOSES or f.subject not in publishing]
+        publishing = {f.subject for _, f in standing if publishes(f)}
+        answering = [f for f in answering
+                     if f.predicate != EXPOSES or publishes(f) or f.subject not in publishing]  # fmt: skip
     slots = set().union(*(_slots(f) for f in answering)) if answering else set()
     seen = {id(f) for f in answering}
 
@@ -343,7 +360,24 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     against = [
         f for f in answering + peers if f.confidence == CONTRADICTED and shared(f, lead_slots)
     ]
-    return Reply(answering + peers, lead, against, silent, asked)
+    return Reply(answering + peers, lead, against, silent, asked, aside)
+
+
+def _compose_view(free: set[str], facts: list[FactRow]) -> Callable[[FactRow], bool]:
+    """Whether a fact holds in the compose files a question is about (pairing's ``layers``:
+    a fact without them holds in every view). ``docker compose up`` reads the base file and
+    the override file; a variant the question names ("... in prod": compose.prod.yaml) is
+    read with ``-f``, beside the base file and without the override file."""
+    variants = {str(layer) for f in facts for layer in f.props.get("layers", ())} - {OVERRIDE_LAYER}
+    named = {v for v in variants if set(_name(v)) <= free}
+
+    def in_view(f: FactRow) -> bool:
+        layers = f.props.get("layers")
+        if not layers:
+            return True
+        return bool(named.intersection(layers)) if named else OVERRIDE_LAYER in layers
+
+    return in_view
 
 
 def _project_wide(slot: str) -> bool:
@@ -358,12 +392,12 @@ def _best_port_predicates(lead: list[FactRow], exposing: bool) -> list[FactRow]:
     asked what it exposes, both (to expose says either, as people use it)."""
     if exposing:
         return lead
+
+    def rank(f: FactRow) -> int | None:
+        return _PORT_PRECEDENCE[PUBLISHES] if publishes(f) else _PORT_PRECEDENCE.get(f.predicate)
+
     best: dict[str, int] = {}
     for f in lead:
-        if f.predicate in _PORT_PRECEDENCE:
-            rank = _PORT_PRECEDENCE[f.predicate]
-            best[f.subject] = min(best.get(f.subject, rank), rank)
-    return [
-        f for f in lead
-        if f.predicate not in _PORT_PRECEDENCE or _PORT_PRECEDENCE[f.predicate] == best[f.subject]
-    ]  # fmt: skip
+        if (mine := rank(f)) is not None:
+            best[f.subject] = min(best.get(f.subject, mine), mine)
+    return [f for f in lead if rank(f) in (None, best.get(f.subject))]

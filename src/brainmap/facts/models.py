@@ -50,6 +50,8 @@ class Fact:
     container: str | None = None
     protocol: str | None = None
     observed_at: str | None = None
+    published: str | None = None  # "random": on a host port docker picks at start
+    layers: list[str] = field(default_factory=list)  # only in these compose files (override, prod)
 
 
 def _evidence(items: list[dict[str, Any]]) -> list[Evidence]:
@@ -63,7 +65,7 @@ def fact_of(row: FactRow) -> Fact:
         row.subject, row.predicate, row.object, row.confidence, row.library,
         str(p.get("what", "")), _evidence(p.get("evidence", [])), _evidence(p.get("against", [])),
         p.get("resolved_by"), p.get("partial"), p.get("container"), p.get("protocol"),
-        row.observed_at,
+        row.observed_at, p.get("published"), list(p.get("layers", [])),
     )  # fmt: skip
 
 

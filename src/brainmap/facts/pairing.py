@@ -27,6 +27,7 @@ from typing import Any
 from brainmap.collectors import (
     CONFIG,
     CONTAINER_NAME,
+    EXPOSES,
     HOSTNAME,
     IMAGE,
     LISTENS_ON,
@@ -34,6 +35,7 @@ from brainmap.collectors import (
     PART_OF,
     PORT,
     PUBLISHES,
+    RANDOM_HOST_PORT,
     RUNTIME,
     SERVES,
     USER,
@@ -48,7 +50,7 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
 # The version of the rules below: a brain paired by other rules is paired again, by these,
 # at its next reindex or collect, though its observations did not change.
-PAIRING_RULES = 2
+PAIRING_RULES = 3  # 3: compose layers (override, variants) and random host ports
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
@@ -91,7 +93,7 @@ def _time(obs: ObservationRecord) -> str:
 
 def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[EdgeRecord]]:
     """The assertions (nodes and facts-root edges) that a library's observations support."""
-    observations = _canonical_subjects(observations)
+    observations = _canonical_subjects(_overridden_away(observations))
     claims: dict[Claim, _State] = defaultdict(_State)
     endpoints: list[ObservationRecord] = []  # "open localhost:8000" and listening sockets
     for obs in observations:
@@ -132,6 +134,35 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
             node = NodeKey.parse(key)
             nodes.setdefault(key, NodeRecord(key, node.kind, node.name))
     return list(nodes.values()), edges
+
+
+def _overridden_away(observations: list[ObservationRecord]) -> list[ObservationRecord]:
+    """Without the base file's ports that the override file replaces (``!override``,
+    ``!reset``): ``docker compose up`` publishes the override file's alone. The lists of the
+    files of one folder otherwise add up, as docker merges them. (A variant applied with
+    ``-f`` reads the base file without the override file: its answer then lacks what the
+    override file replaced.)"""
+    replacing: dict[tuple[str, str, str], str] = {}  # (folder, service, list) -> override file
+    for obs in observations:
+        if obs.method == "compose" and obs.predicate == PART_OF:
+            for name in obs.props.get("replaces", ()):
+                replacing[(obs.path.rpartition("/")[0], obs.subject, name)] = obs.path
+    if not replacing:
+        return observations
+
+    def replaced(obs: ObservationRecord) -> bool:
+        """A base file's port that the override file beside it replaces."""
+        if obs.method != "compose" or "layer" in obs.props:
+            return False
+        if obs.predicate == PUBLISHES or obs.props.get("published") == RANDOM_HOST_PORT:
+            name = "ports"
+        elif obs.predicate == EXPOSES:
+            name = "expose"
+        else:
+            return False
+        return (obs.path.rpartition("/")[0], obs.subject, name) in replacing
+
+    return [obs for obs in observations if not replaced(obs)]
 
 
 def _canonical_subjects(observations: list[ObservationRecord]) -> list[ObservationRecord]:
@@ -378,6 +409,12 @@ def _edge(
         props["partial"] = partial
         if partial == "port":
             props["port_only"] = _cite(state.port_only)
+    if any(o.props.get("published") == RANDOM_HOST_PORT for o in support):
+        props["published"] = RANDOM_HOST_PORT  # on a host port docker picks at start
+    # declared only by compose files beside the base file (whatever else says it): their layers
+    layers = {o.props.get("layer") for o in support if o.method == "compose"}
+    if layers and None not in layers:
+        props["layers"] = sorted(str(layer) for layer in layers)
     if state.slots:
         props["conflict"] = sorted(set(state.slots))
     if state.against:

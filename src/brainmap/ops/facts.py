@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -12,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import derive, websearch, written
-from brainmap.collectors import Observation, project_name
+from brainmap.collectors import OVERRIDE_LAYER, RANDOM_HOST_PORT, Observation, project_name
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.facts.answer import Reply, reply
@@ -408,17 +409,20 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
 
     It states the asked subjects' values (the winning side of a conflict, never the loser's
     nor a sibling service's), then in brackets what is not confirmed and what disagrees:
-    ``8080 (vuejs/README.md:20 says 80; overruled by authority: config over narrative)``. A
-    service its compose file declares without ports "publishes no port". None when one kind
+    ``8080 (vuejs/README.md:20 says 80; overruled by authority: config over narrative)``, and
+    what compose files the question's view does not read say (``blog/compose.prod.yaml,
+    applied with -f, says 80, 443``). A service its compose file declares without ports
+    "publishes no port"; one declared only in such files, what they say. None when one kind
     of source alone says it and nothing settled a conflict: an honest "unconfirmed".
     """
     lead = [fact_of(r) for r in said.lead]
     against = [fact_of(r) for r in said.against]
+    aside = _aside_notes([fact_of(r) for r in said.aside], {f.subject for f in lead} | said.asked)
     if not lead:
         if not said.silent:
-            return None, False
+            return ("; ".join(aside), False) if aside else (None, False)
         text = "; ".join(f"{describe_key(s)} publishes no port" for s in said.silent)
-        notes = [_disagreement(f, said.asked) for f in against]
+        notes = [_disagreement(f, said.asked) for f in against] + aside
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
     if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
         return None, False
@@ -429,18 +433,33 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     if len(settled) < len(values):
         notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
     subjects = {f.subject for f in lead} | said.asked
-    notes += [_disagreement(f, subjects) for f in against]
+    notes += [_disagreement(f, subjects) for f in against] + aside
     text = ", ".join(values) + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else "")
     return text, len(sure) == len(values)
 
 
 def _value(fact: Fact) -> str:
+    if fact.published == RANDOM_HOST_PORT:
+        return f"{label(fact.object)} on a random host port"
     return label(fact.object)
 
 
 def _ordered(values: set[str]) -> list[str]:
     """Ports in numeric order (80 before 443), other values alphabetically after them."""
     return sorted(values, key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v))
+
+
+def _aside_notes(facts: list[Fact], subjects: set[str]) -> list[str]:
+    """What compose files outside a question's view say, one note a file:
+    ``blog/compose.prod.yaml, applied with -f, says 80, 443``; about another subject than
+    those asked, its claim (``says grafana of blog publishes port 3000``)."""
+    said: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for fact in facts:
+        path = fact.evidence[0].path if fact.evidence else ""
+        how = "not read with -f" if OVERRIDE_LAYER in fact.layers else "applied with -f"
+        said[(path, how)].append(_value(fact) if fact.subject in subjects else fact.what)
+    return [f"{path}, {how}, says {', '.join(_ordered(set(values)))}"
+            for (path, how), values in said.items()]  # fmt: skip
 
 
 def _disagreement(loser: Fact, subjects: set[str]) -> str:
