@@ -1244,6 +1244,12 @@ services:
           "http://localhost:3000 and http://localhost:3001.\n")  # fmt: skip
     write(lib / "dice" / "docker-compose.yml",
           "services:\n  roller: {image: example/dice, ports: ['8000']}\n")  # fmt: skip
+    # a project named like its service, and two base files in one folder: docker reads
+    # compose.yaml only
+    write(lib / "api" / "compose.yaml",
+          "services:\n  api: {ports: ['5050:5000']}\n  worker: {ports: ['8100:8100']}\n")  # fmt: skip
+    write(lib / "api" / "docker-compose.yml", "services:\n  api: {ports: ['6060:5000']}\n")
+    write(lib / "api" / "README.md", "Health: http://localhost:5050/health, and :8100 too.\n")
     brain = _brain(home, lib)
     _collect(brain)
 
@@ -1278,4 +1284,22 @@ services:
     assert answer("which port does the worker service of blog publish") == (
         "service worker of blog publishes no port"
     )
+    assert answer("which port does the api service of api publish") == "5050"
+    # "the api service" is every service called api, not project api's other services
+    assert answer("which port does the api service publish") == (
+        "3000, 3001, 5050 (blog/compose.prod.yaml, applied with -f, says 3443)"
+    )
+    # "production" names the prod variant
+    assert answer("which port does the api service of blog publish in production") == (
+        "3000, 3443 (not confirmed: 3443; blog/compose.override.yaml, not read with -f, says 3001)"
+    )
+    # what runs was started with some files: a port seen running is in the answer
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "blog-api-1", "Image": "example/api",
+        "Ports": "0.0.0.0:3000->3000/tcp, 0.0.0.0:3443->3443/tcp",
+        "Labels": "com.docker.compose.project=blog,com.docker.compose.service=api"}) + "\n")  # fmt: skip
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
+    running = answer("which port does the api service of blog publish")
+    assert running is not None and running.startswith("3000, 3001, 3443"), running
+    assert "applied with -f" not in running and "ps.json" not in running
     brain.close()

@@ -235,6 +235,38 @@ def test_a_plain_line_before_turns_captions_every_unit_of_them() -> None:
     assert all(c.heading == "" for c in parse(steps, fallback_title="x", chunk_tokens=60).chunks)
 
 
+def test_captions_hold_however_the_sessions_are_laid_out() -> None:
+    """Sessions with no blank line between them, a blank line inside one, captions written
+    as labels or between rules, and a session shorter than a unit: every unit carries its
+    own session's caption, never another's."""
+
+    def turns(n: int, count: int) -> str:
+        return "\n".join(f"{'Ana' if i % 2 else 'Ben'}: in session {n} turn {i} we talk about "
+                         "the bakery" for i in range(count))  # fmt: skip
+
+    def units(text: str) -> list[tuple[str, set[str]]]:
+        chunks = parse(text, fallback_title="x", chunk_tokens=300, turn_tokens=80).chunks
+        return [(c.heading, {line.split(" turn ")[0].rsplit(" ", 1)[-1]
+                             for line in c.text.splitlines() if " turn " in line})
+                for c in chunks]  # fmt: skip
+
+    back_to_back = "# Chat\n\n" + "\n".join(
+        f"Session {n} - 1{n} June 2023\n{turns(n, 20)}" for n in (1, 2, 3)
+    )
+    with_gaps = (f"# Chat\n\nSession 1 - 27 June\n{turns(1, 12)}\n\n{turns(1, 12)}\n\n"
+                 f"Session 2 - 28 June\n{turns(2, 12)}\n\n{turns(2, 12)}\n")  # fmt: skip
+    styles = (f"# Chat\n\nSession 1: 27 June 2023\n\n{turns(1, 14)}\n\n"
+              f"=== Session 2: 3 March 2024 ===\n\n{turns(2, 14)}\n\n"
+              f"Session 3 - short\n\n{turns(3, 3)}\n")  # fmt: skip
+    for text in (back_to_back, with_gaps, styles):
+        found = units(text)
+        assert len(found) >= 4
+        for heading, sessions in found:
+            assert sessions, heading  # no caption is a unit alone
+            assert heading.startswith("Chat > Session "), heading
+            assert sessions == {heading[len("Chat > Session ")]}, (heading, sessions)
+
+
 @pytest.mark.parametrize(
     ("frontmatter", "warning"),
     [

@@ -401,17 +401,33 @@ def test_languages_named_with_symbols_are_told_apart(home: Path, tmp_path: Path)
     )
     write(notes / "plain.md", "# Pointers\n\nIn C a pointer to an array decays on a call.\n")
     write(notes / "fsharp.md", "# Pipelines\n\nF# pipes values with the |> operator.\n")
+    write(notes / "roslyn.md", "# Roslyn\n\nThe C# compiler is written in C#/.NET 8.\n")
+    write(notes / "gcc.md", "# GCC\n\nThe C compiler of the kernel is gcc.\n")
+    write(notes / "repair.md", "# Repair\n\nThe machine is in a good state after the repair.\n")
+    write(notes / "korean.md", "# 백엔드\n\n우리는 C#으로 백엔드를 개발했다.\n")
     home.mkdir(parents=True)
     brain = ops.Brain(home)
     ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
     ops.reindex(brain, ops.ReindexInput())
-    for query, path in (("C#", "sharp.md"), ("C++", "plus.md"), ("F#", "fsharp.md"),
-                        ("csharp", "sharp.md"), ("cpp", "plus.md")):  # fmt: skip
+    writes_csharp = {"sharp.md", "roslyn.md", "korean.md"}
+    for query, path in (("C++", "plus.md"), ("F# pipes", "fsharp.md"), ("cpp", "plus.md"),
+                        ("await foreach C#", "sharp.md"), ('"C# compiler"', "roslyn.md"),
+                        ("C# 개발했다", "korean.md")):  # fmt: skip
         for mode in ("bm25", "hybrid"):
             hits = brain.searcher.search(query, mode=mode, floor=False).hits
             assert hits[0].path == path, (query, mode, [h.path for h in hits])
+        # (in hybrid a note near in meaning that shares a word may be strong too: README)
+        strong = {h.path for h in brain.searcher.search(query, mode="bm25").hits
+                  if h.match == "strong"}  # fmt: skip
+        assert strong == {path}, (query, strong)
+    for query in ("C#", "csharp"):  # every note that writes C#, and only those
+        for mode in ("bm25", "hybrid"):
+            hits = brain.searcher.search(query, mode=mode, floor=False).hits
             strong = {h.path for h in hits if h.match == "strong"}
-            assert strong == {path}, (query, mode, [(h.path, h.coverage) for h in hits])
+            assert strong == writes_csharp, (query, mode, strong)
+    # a quoted phrase: a hit that holds its words apart is no strong match
+    hits = brain.searcher.search('"state machine"', mode="hybrid", floor=False).hits
+    assert all(h.match != "strong" for h in hits), [(h.path, h.match) for h in hits]
     # the prompt hook's floor reads the note's C# as the prompt's
     from brainmap.hooks import above_floor
 
@@ -425,6 +441,27 @@ def test_languages_named_with_symbols_are_told_apart(home: Path, tmp_path: Path)
     text = "# Notes\nintro\nmore intro\nrelease 2.3.1 streams\nIn C# we await"
     assert snippet(text, ["csharp"], 30).startswith("In C# we await")
     assert snippet(text, ["2 3 1"], 30).startswith("release 2.3.1")
+
+
+def test_words_of_every_script_are_found_as_written(home: Path, tmp_path: Path) -> None:
+    """A query term is folded as the index folds the text: Russian й, Greek accents and
+    final sigma, Hangul syllables and kana with dakuten are kept (they were decomposed, and
+    such words were found by no keyword search)."""
+    notes = tmp_path / "notes"
+    write(notes / "ru.md", "# Файлы\n\nКак найти большой файл на диске.\n")
+    write(notes / "el.md", "# Λόγος\n\nΟ λόγος της αλλαγής στο δίκτυο.\n")
+    write(notes / "ko.md", "# 백엔드\n\n우리는 백엔드를 개발했다.\n")
+    write(notes / "ja.md", "# データ\n\nデータベースのバックアップを取る。\n")
+    home.mkdir(parents=True)
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    for query, path in (("найти файл", "ru.md"), ("ΛΌΓΟΣ", "el.md"), ("개발했다", "ko.md"),
+                        ("データベース", "ja.md")):  # fmt: skip
+        hits = brain.searcher.search(query, mode="bm25").hits
+        assert [h.path for h in hits][:1] == [path], (query, [h.path for h in hits])
+        assert hits[0].match == "strong", (query, hits[0].coverage)
+    brain.close()
 
 
 def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:

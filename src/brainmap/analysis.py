@@ -43,17 +43,12 @@ _PHRASE_RE = re.compile(r'"([^"]*)"')
 # into single numbers, which any other number matches; a query searches it as a phrase too
 _DOTTED_NUMBERS_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+)+(?!\d|\.\d)")
 # a word ending in ``#`` or ``++`` (C#, F#, C++, g++): the tokenizer keeps only its letters, so
-# ``C#`` would be ``c``; it is also indexed, and searched, as the word spelt out (csharp, cpp)
-# (letters of scripts written with spaces only: a CJK run glued to it is cut into bigrams; not
-# after a dot or a slash, nor a # before a slash, a word or a !: file.html#top, app#/route;
-# C++17 is C++ and 17)
-_SPACED_WORD = f"[^\\W_{_NO_SPACE_SCRIPTS}]"  # a letter or a digit
-_SPACED_LETTER = f"[^\\W\\d_{_NO_SPACE_SCRIPTS}]"
-_SYMBOL_WORD_RE = re.compile(
-    rf"(?<!{_SPACED_WORD}|[./_])({_SPACED_WORD}+)"
-    rf"(#(?!{_SPACED_WORD}|[#+/!_])|\+\+(?!{_SPACED_LETTER}|[#+_]))"
-)
-_SYMBOL_NAMES = {"#": "sharp", "+": "pp"}  # by the symbol's first character
+# ``C#`` would be ``c``; it is also indexed, and searched, as the word spelt out (csharp, cpp).
+# The word is written in Latin letters (C#开发, C#으로: another script glued to it is another
+# word), not after a dot or a slash (page.html#top, /app#/route; C#/F# is two); what may
+# follow the symbol: see _spelt_symbol
+_LATIN = "A-Za-z0-9\u00c0-\u024f"
+_SYMBOL_WORD_RE = re.compile(rf"(?<![{_LATIN}_.])(?<!(?<![#+])/)([{_LATIN}]+)(#|\+\+)")
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -97,23 +92,44 @@ def estimate_tokens(text: str) -> int:
 
 
 def fold(term: str) -> str:
-    """Lower-case and strip diacritics, as unicode61 with ``remove_diacritics 2`` does."""
+    """Lower-case and strip diacritics, as unicode61 with ``remove_diacritics 2`` does: one
+    character at a time, the diacritics of Latin letters only (``é`` is ``e``; ``й``, ``が``,
+    ``ά`` and Hangul syllables stay as they are), no compatibility forms (``ﬁ`` stays)."""
     if term.isascii():
         return term.lower()
-    return unicodedata.normalize("NFKD", term.lower()).translate(_NOT_COMBINING)
+    return term.translate(_FOLDED)
 
 
-class _NotCombining(dict[int, int | None]):
-    """A :meth:`str.translate` table that drops combining marks, filled in as characters
-    are met (a table of every code point would take 0.1 s to build at start-up)."""
-
-    def __missing__(self, code: int) -> int | None:
-        kept = None if unicodedata.combining(chr(code)) else code
-        self[code] = kept
-        return kept
+# the combining marks unicode61 drops where they stand alone (text written decomposed)
+_DROPPED_MARKS = frozenset(
+    "\u0300\u0301\u0302\u0303\u0304\u0306\u0307\u0308\u0309\u030a\u030b\u030c\u030f"
+    "\u0311\u031b\u0323\u0324\u0325\u0326\u0327\u0328\u032d\u032e\u0330\u0331"
+)
 
 
-_NOT_COMBINING = _NotCombining()
+class _Folded(dict[int, str]):
+    """A :meth:`str.translate` table of :func:`fold`, filled in as characters are met (a
+    table of every code point would take 0.1 s to build at start-up). Checked against
+    SQLite's unicode61 on every letter, digit and mark: it differs on a few hundred of
+    scripts newer than SQLite's tables (Cherokee case, Latin Extended-D), not on Latin,
+    Greek, Cyrillic, CJK, kana or Hangul."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        if ch in _DROPPED_MARKS:
+            folded = ""
+        else:
+            folded = ch.lower()
+            if len(folded) == 1 and len(caseless := ch.casefold()) == 1:
+                folded = caseless  # final sigma, long s, micro sign: as unicode61 folds them
+            parts = unicodedata.normalize("NFD", folded)
+            if len(parts) > 1 and parts[0].isascii() and all(map(unicodedata.combining, parts[1:])):
+                folded = parts[0]  # a Latin letter with diacritics
+        self[code] = folded
+        return folded
+
+
+_FOLDED = _Folded()
 
 
 class _TokenChars(dict[str, bool]):
@@ -152,6 +168,23 @@ def split_tokens(text: str) -> list[str]:
     return tokens
 
 
+def _spelt_symbol(m: re.Match[str]) -> str | None:
+    """The spelt-out form of a match of ``_SYMBOL_WORD_RE`` (not folded), or None where the
+    symbol does not end the word: ``#`` before a letter, ``_``, ``!`` or another symbol
+    (x#y, #!), or before a digit after a longer word (issue#12; C#8 is C# 8); ``++`` before
+    a letter (C++17 is C++ 17)."""
+    after = m.string[m.end() : m.end() + 1]
+    if m[2] == "#":
+        if after and (after in "_#+!" or (after.isdigit() and len(m[1]) > 1)):
+            return None
+        if after and not after.isdigit() and re.match(f"[{_LATIN}]", after):
+            return None
+        return m[1] + "sharp"
+    if after and (after in "_#+" or (re.match(f"[{_LATIN}]", after) and not after.isdigit())):
+        return None
+    return m[1] + "pp"
+
+
 def spell_symbols(text: str) -> str:
     """``text`` with words ending in ``#`` or ``++`` spelt out as they are indexed besides
     (``C#`` -> ``Csharp``, ``C++17`` -> ``Cpp 17``). ``A++`` is ``App``: a rare clash, for
@@ -159,14 +192,14 @@ def spell_symbols(text: str) -> str:
     if "#" not in text and "++" not in text:
         return text
     # a space after: C++17 is C++ and 17, as the tokenizer reads it
-    return _SYMBOL_WORD_RE.sub(lambda m: f"{m[1]}{_SYMBOL_NAMES[m[2][0]]} ", text)
+    return _SYMBOL_WORD_RE.sub(lambda m: f"{spelt} " if (spelt := _spelt_symbol(m)) else m[0], text)
 
 
 def _symbol_words(text: str) -> list[str]:
     """The folded spelt-out forms of the words of ``text`` that end in ``#`` or ``++``."""
     if "#" not in text and "++" not in text:
         return []
-    return [fold(m[1]) + _SYMBOL_NAMES[m[2][0]] for m in _SYMBOL_WORD_RE.finditer(text)]
+    return [fold(spelt) for m in _SYMBOL_WORD_RE.finditer(text) if (spelt := _spelt_symbol(m))]
 
 
 def query_terms(query: str) -> tuple[list[str], list[str]]:
@@ -179,12 +212,16 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     folded; terms are de-duplicated in order.
     """
     phrases: list[str] = []
+    spelt: list[str] = []  # the spelt-out symbol words of quoted phrases
     rest = spell_symbols(query)
     if query.count('"') >= 2:
         for inner in _PHRASE_RE.findall(query):
             words = split_tokens(inner)
             if len(words) > 1:
                 phrases.append(" ".join(fold(w) for w in words))
+                # the index holds "C# compiler" as "c compiler", as it does "C compiler": the
+                # phrase finds both, its C# as a term tells them apart
+                spelt += _symbol_words(inner)
         # a quoted word is a term (its quotes are dropped below)
         rest = _PHRASE_RE.sub(lambda m: m[0] if len(split_tokens(m[1])) < 2 else " ", rest)
     if "." in rest:
@@ -193,7 +230,7 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     phrases = list(dict.fromkeys(phrases))
     seen: set[str] = set()
     terms: list[str] = []
-    for token in split_tokens(rest.replace('"', " ")):
+    for token in [*split_tokens(rest.replace('"', " ")), *spelt]:
         term = fold(token)
         if term and term not in seen:
             seen.add(term)
@@ -484,14 +521,21 @@ def forms_of(text: str, languages: tuple[str, ...]) -> set[str]:
 
 
 def term_stems(query: str, languages: tuple[str, ...]) -> dict[str, list[str]]:
-    """Each folded query term with the stems (folded) it has in ``languages`` where they
-    differ from the term, for the words a stemmer can change."""
+    """Each folded query term (:func:`fold`) with the stems (folded) it has in ``languages``
+    where they differ from the term, for the words a stemmer can change."""
     out: dict[str, list[str]] = {}
+    tokens = list(dict.fromkeys(split_tokens(query)))
     for language in languages:
         if language == NO_STEMS:
             continue
-        words = list(dict.fromkeys(_stemmable_words(query, language)))
-        for word, stem in zip(words, _stemmer(language).stemWords(words), strict=True):
-            if stem != word and stem not in out.setdefault(word, []):
-                out[word].append(stem)
-    return out
+        # a stemmer reads its words folded its way (:func:`_fold_fast`), as indexing does
+        readable = {t: w for t in tokens for w in _stemmable_words(t, language)[:1]}
+        if not readable:
+            continue
+        words = list(dict.fromkeys(readable.values()))
+        stems = dict(zip(words, _stemmer(language).stemWords(words), strict=True))
+        for token, word in readable.items():
+            term, stem = fold(token), stems[word]
+            if stem not in (word, term) and stem not in out.setdefault(term, []):
+                out[term].append(stem)
+    return {term: stems for term, stems in out.items() if stems}

@@ -585,33 +585,38 @@ def _pack(
     ``limit`` tokens. A block of one line per turn (a dialogue, a log, a diary) that does not
     fit gets pieces of its own, of at most ``turn_limit`` tokens, cut between turns only; its
     first piece keeps the headings before it (up to ``heading_end``: "## Session 2, 10 March"
-    is no unit alone). A short line that is no turn, alone before the turns or first among
-    them ("Session 2 - 27 June 2023"), captions them: it stays in their first piece and is
-    the ``caption`` of every piece of them, as a heading would be. A line over its budget
-    alone gets a piece of its own, and is noted in ``long`` (with that budget) to be cut."""
+    is no unit alone). A line alone before a run of turns, or first among them, that is no
+    turn ("Session 2 - 27 June 2023", :func:`_caption`) captions them: it stays in their first
+    piece and is the ``caption`` of every piece of them, and of the runs after them, until
+    the next caption; a run it captions is one even when short. Within a run, a line that is
+    no turn and begins as its caption does ("Session 3 - ...") cuts a piece and captions the
+    turns after it. A line over its budget alone gets a piece of its own, and is noted in
+    ``long`` (with that budget) to be cut."""
     pieces: list[tuple[int, int, str]] = []
     start, tokens = first_start, 0
     cursor = first_start
     after_turns = False
-    # the block before, when it is one line that could caption turns and follows the
-    # section's headings, a run of turns or nothing: a line alone, whatever the budget
+    caption = ""  # what captions the runs of turns from here on
+    # the block before, when it is one line alone (after the headings, a run of turns or
+    # nothing) that could caption turns: decided by the turns, whatever the budget
     lone_line: int | None = None
     after_break = True  # the next block follows the headings, a run of turns or nothing
     for b_start, b_end, atomic in blocks:
         if after_turns:  # a new piece starts at the block, not at the blank line before it
             start, after_turns = b_start, False
         size = estimate_tokens("\n".join(lines[b_start:b_end]))
-        turns = (
-            not atomic
-            and size > min(turn_limit, limit)
-            and _one_line_per_turn(lines, b_start, b_end)
-        )
-        caption, captioned = "", False  # captioned: by the line alone before the turns
         first = max(b_start, heading_end)  # the block's first line past the headings
-        if turns and lone_line is not None:
-            caption, captioned = _caption(lines[lone_line]), True
-        elif turns and first < b_end - 1:
-            caption = _caption(lines[first])
+        speakers = _speakers(lines, first, b_end) if not atomic else None
+        turns = speakers is not None and size > min(turn_limit, limit)
+        captioned = False  # by the line alone before the block
+        if (
+            speakers is not None
+            and lone_line is not None
+            and (named := _caption(lines[lone_line], speakers))
+        ):
+            caption, captioned, turns = named, True, True
+        if turns and not captioned and speakers is not None:
+            caption = _caption(lines[first], speakers) or caption
         with_turns = turns and (cursor <= heading_end or captioned)  # headings or a caption
         if tokens and (turns or tokens + size > limit) and not with_turns:
             pieces.append((start, cursor, ""))
@@ -622,10 +627,18 @@ def _pack(
         if turns or (size > limit and not atomic):
             # a huge paragraph or list: cut between lines
             cap = turn_limit if turns else limit
+            lead = _first_word(caption)
             for line_no in range(b_start, b_end):
                 line_size = estimate_tokens(lines[line_no])
+                if turns and lead and line_no > first and speakers is not None:
+                    named = _caption(lines[line_no], speakers)
+                    if named and _first_word(named) == lead:
+                        if tokens:  # the next session: a piece of its own, under its caption
+                            pieces.append((start, line_no, caption))
+                            start, tokens = line_no, 0
+                        caption = named
                 if tokens and tokens + line_size > cap:
-                    pieces.append((start, line_no, caption))
+                    pieces.append((start, line_no, caption if turns else ""))
                     start, tokens = line_no, 0
                 if line_size > cap:
                     long[line_no] = cap
@@ -641,25 +654,34 @@ def _pack(
     return pieces
 
 
+def _first_word(text: str) -> str:
+    return text.split(maxsplit=1)[0].casefold() if text.strip() else ""
+
+
 MAX_CAPTION_CHARS = 100
-_SENTENCE_END = tuple(".!?:;,")
+# a sentence or a clause, in the scripts that end them otherwise too
+_SENTENCE_END = tuple(".!?;,…。！？；，")
+_DECORATION = "=*_~ \t"  # === Session 1 ===, **Session 1**
 
 
-def _caption(line: str) -> str:
-    """The line as a caption of the turns after it ("Session 2 - 27 June 2023"), or "" when
-    it cannot be one: a turn, markup (a list item, a quote, a table row, a rule, a tag, an
-    image), a sentence or a label (it ends in punctuation), or longer than a heading."""
-    text = one_line(_EMPHASIS.sub("", line)).strip()
+def _caption(line: str, speakers: frozenset[str] = frozenset()) -> str:
+    """The line as a caption of the turns after it ("Session 2 - 27 June 2023", "Day 3:",
+    "=== Session 1 ==="), or "" when it cannot be one: a turn of one of ``speakers`` or
+    one with a time, markup (a list item, a quote, a table row, a tag, an image, a rule), a
+    sentence (it ends in punctuation), or longer than a heading."""
+    text = one_line(_EMPHASIS.sub("", line)).strip(_DECORATION)
     if (
         not text
         or len(text) > MAX_CAPTION_CHARS
         or text.endswith(_SENTENCE_END)
-        or text[0] in "<![-=_*"
+        or text.startswith(("<", "!["))
         or not any(ch.isalnum() for ch in text)
         or _NOT_PARAGRAPH_RE.match(line)
-        or _LABEL_RE.match(line)
         or _TIME_RE.match(line)
     ):
+        return ""
+    label = _LABEL_RE.match(line)
+    if label and label.group(1).strip() in speakers:
         return ""
     return text
 
@@ -669,25 +691,33 @@ def _caption(line: str) -> str:
 # chat logs and diaries are written
 _LABEL_RE = re.compile(
     r"^\s{0,3}(?:[-*+]\s+|\d{1,9}[.)]\s+)?(?:\[[^\]\n]{1,40}\]\s*)?[*_]{0,2}"
-    r"([^\s:*_`\[][^:\n`]{0,30}?)[*_]{0,2}:[*_]{0,2}\s"
+    r"([^\s:：*_`\[][^:：\n`]{0,30}?)[*_]{0,2}(?::[*_]{0,2}\s|：)"
 )
 _TIME_RE = re.compile(r"^\s{0,3}(?:[-*+]\s+)?\[?\d{1,2}:\d{2}\b")
 
 
-def _one_line_per_turn(lines: list[str], start: int, end: int) -> bool:
-    """Whether a block is written one line per turn: most of its lines start with a time, or
-    with a label that recurs (speakers take turns; a list of steps or terms does not)."""
+def _speakers(lines: list[str], start: int, end: int) -> frozenset[str] | None:
+    """The labels that recur in a block written one line per turn: most of its lines start
+    with a time, or with a label that recurs (speakers take turns; a list of steps or terms
+    does not). None when it is not written so."""
     count = end - start
     if count < 3:
-        return False
-    if sum(1 for i in range(start, end) if _TIME_RE.match(lines[i])) >= 0.8 * count:
-        return True
+        return None
     labels: dict[str, int] = {}
+    timed = 0
     for i in range(start, end):
+        if _TIME_RE.match(lines[i]):
+            timed += 1
         found = _LABEL_RE.match(lines[i])
         if found:
-            labels[found.group(1)] = labels.get(found.group(1), 0) + 1
-    return sum(labels.values()) >= 0.8 * count and max(labels.values()) >= 2
+            label = found.group(1).strip()
+            labels[label] = labels.get(label, 0) + 1
+    recurring = frozenset(label for label, n in labels.items() if n >= 2)
+    if timed >= 0.8 * count:
+        return recurring
+    if sum(labels.values()) >= 0.8 * count and recurring:
+        return recurring
+    return None
 
 
 # --- prose ---------------------------------------------------------------------------------

@@ -472,6 +472,7 @@ class Searcher:
         s = self.cfg.search
         total = sum(weight for _, _, weight in analysis.words)
         runs = [word for word, _, _ in analysis.words if " " in word]  # dotted numbers
+        quoted = [t for t in analysis.terms if " " in t and not number_run(t)]
         for hit in hits:
             text = "\n".join((hit.title, hit.heading, hit.text[:GRADE_CHARS]))
             held = forms_of(text, analysis.languages)
@@ -490,8 +491,13 @@ class Searcher:
             else:
                 hit.match = NONE
             # a version or an address names one thing: a hit without any the query names
-            # (a note about v2.3.1 for v2.3.2) is no strong match, however few its numbers weigh
-            if hit.match == STRONG and (analysis.function_words_only or (runs and not held_runs)):
+            # (a note about v2.3.1 for v2.3.2) is no strong match, however few its numbers weigh;
+            # nor is one without any phrase the query quotes (its words apart: a vector hit)
+            if hit.match == STRONG and (
+                analysis.function_words_only
+                or (runs and not held_runs)
+                or (quoted and not _holds_any(f"{text}\n{' '.join(hit.tags)}", quoted))
+            ):
                 hit.match = WEAK
 
     def _fuse(
@@ -559,6 +565,10 @@ def read_library_ids(cfg: Config, store: Store, names: list[str]) -> dict[str, i
         if name not in found:
             cfg.library(name)  # raises the error that lists the known libraries
     return found
+
+
+def _holds_any(text: str, phrases: list[str]) -> bool:
+    return any(holds_phrase(text, phrase) for phrase in phrases)
 
 
 def search_slots(cfg: Config) -> threading.Semaphore:

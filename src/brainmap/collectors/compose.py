@@ -30,6 +30,13 @@ from brainmap.collectors import (
 )
 from brainmap.collectors.yamltree import BudgetExceeded, Node, parse
 
+# the files docker compose up reads in a folder: the first of these base files found, and the
+# first override file found
+BASE_NAMES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
+OVERRIDE_NAMES = (
+    "compose.override.yml", "compose.override.yaml",
+    "docker-compose.override.yml", "docker-compose.override.yaml",
+)  # fmt: skip
 # the tags with which an override file replaces a base file's list rather than adding to it
 REPLACING_TAGS = ("!override", "!reset")
 _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")

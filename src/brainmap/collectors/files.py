@@ -9,7 +9,6 @@ from brainmap.collectors import Observation, compose, project_name, sshconfig, y
 from brainmap.safefile import open_beneath, read_regular_at
 
 MAX_ENV_BYTES = 1_000_000
-COMPOSE_NAMES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
 
 
 class ProjectFinder:
@@ -51,7 +50,7 @@ class ProjectFinder:
                 self._cache[folder] = None
                 return None
             try:
-                for name in COMPOSE_NAMES:
+                for name in compose.BASE_NAMES:
                     try:  # a FIFO or a device is refused, not read (it would hang)
                         head = read_regular_at(dir_fd, name, MAX_ENV_BYTES)
                     except OSError:

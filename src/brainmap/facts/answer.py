@@ -87,6 +87,8 @@ KIND_WORDS_AFTER_NAME = frozenset("service container project 服务 容器 项�
 KIND_WORDS_BEFORE_NAME = frozenset(
     "servicio servizio contenedor contenitore proyecto progetto".split()
 )
+# the kind words that say the name beside them is a project's (the others: a service's)
+_PROJECT_WORDS = frozenset("project 项目 proyecto progetto".split())
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -141,6 +143,16 @@ def _names(key: str) -> tuple[tuple[Name, ...], Name, Name]:
     return (_name(label(key)),), (), ()
 
 
+def _kinds_of(key: str, count: int) -> tuple[str, ...]:
+    """What each of the ``count`` names of :func:`_names` is: a service's project names and
+    its own, a project's names; "" for anything else."""
+    if key.startswith("service:"):
+        return ("project",) * (count - 1) + ("service",)
+    if key.startswith("project:"):
+        return ("project",) * count
+    return ("",) * count
+
+
 def _project_names(path: str) -> tuple[Name, ...]:
     """``infra/apps/store``: its whole path and each shorter tail of it, which a question may
     spell ("apps/store"), down to its folder ("store"). Read longest first, a path uses up
@@ -154,19 +166,24 @@ class _Question:
     tokens: list[str]
     spans: dict[Name, list[int]]  # the names it spells out, each where it starts
     free: set[str]  # content words outside those names
+    kinds: dict[int, str]  # where a name starts beside a kind word: service or project
 
-    def covered(self, names: tuple[Name, ...]) -> set[int]:
+    def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
         while there is one, so "minecraft service of minecraft" names a project and its
-        service, and "minecraft" alone still names both."""
-        used: dict[Name, int] = defaultdict(int)
+        service, and "minecraft" alone still names both. ``kinds``: what each name is
+        (service, project): a name the question says is of another kind ("the api service"
+        of a project also called api) does not count."""
+        used: set[int] = set()
         out: set[int] = set()
-        for name in names:
-            starts = self.spans.get(name)
-            if not starts:
+        for i, name in enumerate(names):
+            mine = kinds[i] if i < len(kinds) else ""
+            fits = [s for s in self.spans.get(name, ())
+                    if not mine or self.kinds.get(s, mine) == mine]  # fmt: skip
+            if not fits:
                 continue
-            start = starts[min(used[name], len(starts) - 1)]
-            used[name] += 1
+            start = next((s for s in fits if s not in used), fits[-1])
+            used.add(start)
             out.update(range(start, start + len(name)))
         return out
 
@@ -200,6 +217,7 @@ def _read(question: str, names: set[Name]) -> _Question:
                 found.append((-len(name), i, name))
     taken: set[int] = set()
     spans: dict[Name, list[int]] = defaultdict(list)
+    kinds: dict[int, str] = {}
     for neg_len, start, name in sorted(found):
         where = range(start, start - neg_len)
         if taken.isdisjoint(where):
@@ -208,10 +226,13 @@ def _read(question: str, names: set[Name]) -> _Question:
             # the kind word beside a name says what it names, not what is asked: "the web
             # service of the shop project" asks nothing about projects
             end = start - neg_len
-            taken.update(k for k in (start - 1, end) if 0 <= k < len(tokens)
-                         and (kind_after[k] if k == end else kind_before[k]))  # fmt: skip
+            beside = [k for k in (start - 1, end) if 0 <= k < len(tokens)
+                      and (kind_after[k] if k == end else kind_before[k])]  # fmt: skip
+            taken.update(beside)
+            if beside:
+                kinds[start] = "project" if tokens[beside[0]] in _PROJECT_WORDS else "service"
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
-    return _Question(tokens, dict(spans), free)
+    return _Question(tokens, dict(spans), free, kinds)
 
 
 def _asks(free: set[str]) -> dict[str, int]:
@@ -291,8 +312,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         samples/django, "the web service of django" is the first's)."""
         names, above, whole = _names(key)
         own = {w for n in (*names, above) for w in n}
-        return (len(q.covered(names)), len(loose & own), len(naming & own),
-                int(bool(whole) and whole in q.spans))  # fmt: skip
+        return (len(q.covered(names, _kinds_of(key, len(names)))), len(loose & own),
+                len(naming & own), int(bool(whole) and bool(q.covered((whole,), ("project",)))))  # fmt: skip
 
     subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
     scored: list[tuple[tuple[int, int, int, int], int, FactRow]] = []
@@ -369,7 +390,7 @@ def _compose_view(free: set[str], facts: list[FactRow]) -> Callable[[FactRow], b
     the override file; a variant the question names ("... in prod": compose.prod.yaml) is
     read with ``-f``, beside the base file and without the override file."""
     variants = {str(layer) for f in facts for layer in f.props.get("layers", ())} - {OVERRIDE_LAYER}
-    named = {v for v in variants if set(_name(v)) <= free}
+    named = {v for v in variants if _names_variant(v, free)}
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")
@@ -378,6 +399,18 @@ def _compose_view(free: set[str], facts: list[FactRow]) -> Callable[[FactRow], b
         return bool(named.intersection(layers)) if named else OVERRIDE_LAYER in layers
 
     return in_view
+
+
+def _names_variant(variant: str, free: set[str]) -> bool:
+    """Whether a question's words name a compose variant: its words, or a word it begins
+    ("production" for prod, "producción", "produzione"), of three letters or more."""
+    words = set(_name(variant))
+    if words <= free:
+        return True
+    return len(words) == 1 and any(
+        len(w) >= 3 and len(variant) >= 3 and (w.startswith(variant) or variant.startswith(w))
+        for w in free
+    )
 
 
 def _project_wide(slot: str) -> bool:

@@ -32,6 +32,7 @@ from brainmap.collectors import (
     IMAGE,
     LISTENS_ON,
     NARRATIVE,
+    OVERRIDE_LAYER,
     PART_OF,
     PORT,
     PUBLISHES,
@@ -41,6 +42,7 @@ from brainmap.collectors import (
     USER,
     Observation,
     clean,
+    compose,
     split_service,
 )
 from brainmap.facts.models import AUTHORITY, CONFIRMED, CONTRADICTED, HYPOTHESIS, PARTIAL
@@ -93,7 +95,7 @@ def _time(obs: ObservationRecord) -> str:
 
 def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[EdgeRecord]]:
     """The assertions (nodes and facts-root edges) that a library's observations support."""
-    observations = _canonical_subjects(_overridden_away(observations))
+    observations = _canonical_subjects(_as_docker_reads(observations))
     claims: dict[Claim, _State] = defaultdict(_State)
     endpoints: list[ObservationRecord] = []  # "open localhost:8000" and listening sockets
     for obs in observations:
@@ -136,33 +138,49 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
     return list(nodes.values()), edges
 
 
-def _overridden_away(observations: list[ObservationRecord]) -> list[ObservationRecord]:
-    """Without the base file's ports that the override file replaces (``!override``,
-    ``!reset``): ``docker compose up`` publishes the override file's alone. The lists of the
-    files of one folder otherwise add up, as docker merges them. (A variant applied with
-    ``-f`` reads the base file without the override file: its answer then lacks what the
+def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationRecord]:
+    """The compose observations as ``docker compose up`` reads the files of a folder: of
+    several base files the one it picks (``compose.yaml`` before ``docker-compose.yml``), of
+    several override files likewise, and without the base file's ports that the override
+    file replaces (``!override``, ``!reset``). The lists of the files it reads otherwise add
+    up; variants (applied with ``-f``) are kept, marked by their layer. (A variant read with
+    ``-f`` sees the base file without the override file: its answer then lacks what the
     override file replaced.)"""
-    replacing: dict[tuple[str, str, str], str] = {}  # (folder, service, list) -> override file
+    present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
     for obs in observations:
-        if obs.method == "compose" and obs.predicate == PART_OF:
-            for name in obs.props.get("replaces", ()):
-                replacing[(obs.path.rpartition("/")[0], obs.subject, name)] = obs.path
-    if not replacing:
-        return observations
+        if obs.method == "compose":
+            folder, _, name = obs.path.rpartition("/")
+            present[folder].add(name)
+    read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
+    for folder, names in present.items():
+        read[folder] = {
+            next((n for n in options if n in names), "")
+            for options in (compose.BASE_NAMES, compose.OVERRIDE_NAMES)
+        }
+    replacing: set[tuple[str, str, str]] = set()  # (folder, service, list) an override replaces
+    for obs in observations:
+        if obs.method == "compose" and obs.predicate == PART_OF and obs.props.get("replaces"):
+            folder, _, name = obs.path.rpartition("/")
+            if name in read[folder]:
+                replacing.update((folder, obs.subject, what) for what in obs.props["replaces"])
 
-    def replaced(obs: ObservationRecord) -> bool:
-        """A base file's port that the override file beside it replaces."""
-        if obs.method != "compose" or "layer" in obs.props:
-            return False
+    def kept(obs: ObservationRecord) -> bool:
+        if obs.method != "compose":
+            return True
+        folder, _, name = obs.path.rpartition("/")
+        if obs.props.get("layer") not in (None, OVERRIDE_LAYER):
+            return True  # a variant
+        if name not in read[folder]:
+            return False  # a second base or override file docker does not read
+        if "layer" in obs.props or not replacing:
+            return True
         if obs.predicate == PUBLISHES or obs.props.get("published") == RANDOM_HOST_PORT:
-            name = "ports"
-        elif obs.predicate == EXPOSES:
-            name = "expose"
-        else:
-            return False
-        return (obs.path.rpartition("/")[0], obs.subject, name) in replacing
+            return (folder, obs.subject, "ports") not in replacing
+        if obs.predicate == EXPOSES:
+            return (folder, obs.subject, "expose") not in replacing
+        return True
 
-    return [obs for obs in observations if not replaced(obs)]
+    return [obs for obs in observations if kept(obs)]
 
 
 def _canonical_subjects(observations: list[ObservationRecord]) -> list[ObservationRecord]:
@@ -411,9 +429,12 @@ def _edge(
             props["port_only"] = _cite(state.port_only)
     if any(o.props.get("published") == RANDOM_HOST_PORT for o in support):
         props["published"] = RANDOM_HOST_PORT  # on a host port docker picks at start
-    # declared only by compose files beside the base file (whatever else says it): their layers
+        props["what"] = (f"{describe(subject, PUBLISHES, obj)} (container port) on a random "
+                         "host port")  # fmt: skip
+    # declared only by compose files beside the base file (whatever the docs say): their
+    # layers; what runs (runtime) is in every view, whichever files it was started with
     layers = {o.props.get("layer") for o in support if o.method == "compose"}
-    if layers and None not in layers:
+    if layers and None not in layers and RUNTIME not in {o.kind for o in support}:
         props["layers"] = sorted(str(layer) for layer in layers)
     if state.slots:
         props["conflict"] = sorted(set(state.slots))

@@ -455,7 +455,8 @@ def _aside_notes(facts: list[Fact], subjects: set[str]) -> list[str]:
     those asked, its claim (``says grafana of blog publishes port 3000``)."""
     said: dict[tuple[str, str], list[str]] = defaultdict(list)
     for fact in facts:
-        path = fact.evidence[0].path if fact.evidence else ""
+        declared = [e for e in fact.evidence if e.method == "compose"] or fact.evidence
+        path = declared[0].path if declared else ""
         how = "not read with -f" if OVERRIDE_LAYER in fact.layers else "applied with -f"
         said[(path, how)].append(_value(fact) if fact.subject in subjects else fact.what)
     return [f"{path}, {how}, says {', '.join(_ordered(set(values)))}"
