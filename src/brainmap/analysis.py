@@ -185,11 +185,23 @@ def _spelt_symbol(m: re.Match[str]) -> str | None:
     return m[1] + "pp"
 
 
+def _has_symbol_word(text: str) -> bool:
+    """Whether ``text`` may hold a word ending in ``#`` or ``++`` (cheap: most text holds
+    none, and a markdown heading's ``#`` follows no letter)."""
+    for symbol in ("#", "++"):
+        at = text.find(symbol)
+        while at >= 0:
+            if at and text[at - 1].isalnum():
+                return True
+            at = text.find(symbol, at + 1)
+    return False
+
+
 def spell_symbols(text: str) -> str:
     """``text`` with words ending in ``#`` or ``++`` spelt out as they are indexed besides
     (``C#`` -> ``Csharp``, ``C++17`` -> ``Cpp 17``). ``A++`` is ``App``: a rare clash, for
     ``C++`` to find notes that say ``cpp``."""
-    if "#" not in text and "++" not in text:
+    if not _has_symbol_word(text):
         return text
     # a space after: C++17 is C++ and 17, as the tokenizer reads it
     return _SYMBOL_WORD_RE.sub(lambda m: f"{spelt} " if (spelt := _spelt_symbol(m)) else m[0], text)
@@ -197,7 +209,7 @@ def spell_symbols(text: str) -> str:
 
 def _symbol_words(text: str) -> list[str]:
     """The folded spelt-out forms of the words of ``text`` that end in ``#`` or ``++``."""
-    if "#" not in text and "++" not in text:
+    if not _has_symbol_word(text):
         return []
     return [fold(spelt) for m in _SYMBOL_WORD_RE.finditer(text) if (spelt := _spelt_symbol(m))]
 
