@@ -1302,4 +1302,12 @@ services:
     running = answer("which port does the api service of blog publish")
     assert running is not None and running.startswith("3000, 3001, 3443"), running
     assert "applied with -f" not in running and "ps.json" not in running
+    # the host port docker picked for a random mapping confirms it, no conflict
+    picked = write(tmp_path / "dice.json", json.dumps({
+        "Names": "dice-roller-1", "Image": "example/dice", "Ports": "0.0.0.0:49153->8000/tcp",
+        "Labels": "com.docker.compose.project=dice,com.docker.compose.service=roller"}) + "\n")  # fmt: skip
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(picked))
+    roller = ask("which port does the roller service publish")
+    assert {(f.object, f.confidence, bool(f.against)) for f in roller.facts} == {
+        ("port:8000", "confirmed", False), ("port:49153", "partial", False)}  # fmt: skip
     brain.close()

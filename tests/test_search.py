@@ -355,6 +355,15 @@ def test_a_library_without_stems_is_searched(brain: ops.Brain, library: Path) ->
     brain.close()
 
 
+def _indexed(home: Path, notes: Path, name: str, *, embed: bool = True) -> ops.Brain:
+    """A new home with the folder ``notes`` as library ``name``, indexed."""
+    home.mkdir(parents=True)
+    brain = ops.Brain(home)
+    ops.library_add(brain, ops.LibraryAddInput(name=name, path=str(notes)))
+    ops.reindex(brain, ops.ReindexInput(embed=embed))
+    return brain
+
+
 def test_no_strong_match_for_an_absent_topic_or_half_a_query(home: Path, tmp_path: Path) -> None:
     """In a library of one kind (recipes ending alike), the text nearest in meaning to a dish
     it does not hold is near enough to pass a similarity cut: without the query's words it is
@@ -375,10 +384,7 @@ def test_no_strong_match_for_an_absent_topic_or_half_a_query(home: Path, tmp_pat
     for title, body in dishes.items():
         write(notes / f"{title.lower().replace(' ', '-')}.md",
               f"# {title}\n\n{body}\n\n## Notes\n\nRecipe tested at home. Serves four.\n")  # fmt: skip
-    home.mkdir(parents=True)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="recipes", path=str(notes)))
-    ops.reindex(brain, ops.ReindexInput())
+    brain = _indexed(home, notes, "recipes")
     for query in ("recipe for japanese sushi with raw salmon", "tortilla kafka"):
         result = brain.searcher.search(query, floor=False)
         strong = [(h.title, h.coverage, h.similarity) for h in result.hits if h.match == "strong"]
@@ -405,10 +411,7 @@ def test_languages_named_with_symbols_are_told_apart(home: Path, tmp_path: Path)
     write(notes / "gcc.md", "# GCC\n\nThe C compiler of the kernel is gcc.\n")
     write(notes / "repair.md", "# Repair\n\nThe machine is in a good state after the repair.\n")
     write(notes / "korean.md", "# 백엔드\n\n우리는 C#으로 백엔드를 개발했다.\n")
-    home.mkdir(parents=True)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
-    ops.reindex(brain, ops.ReindexInput())
+    brain = _indexed(home, notes, "notes")
     writes_csharp = {"sharp.md", "roslyn.md", "korean.md"}
     for query, path in (("C++", "plus.md"), ("F# pipes", "fsharp.md"), ("cpp", "plus.md"),
                         ("await foreach C#", "sharp.md"), ('"C# compiler"', "roslyn.md"),
@@ -452,10 +455,7 @@ def test_words_of_every_script_are_found_as_written(home: Path, tmp_path: Path) 
     write(notes / "el.md", "# Λόγος\n\nΟ λόγος της αλλαγής στο δίκτυο.\n")
     write(notes / "ko.md", "# 백엔드\n\n우리는 백엔드를 개발했다.\n")
     write(notes / "ja.md", "# データ\n\nデータベースのバックアップを取る。\n")
-    home.mkdir(parents=True)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
-    ops.reindex(brain, ops.ReindexInput(embed=False))
+    brain = _indexed(home, notes, "notes", embed=False)
     for query, path in (("найти файл", "ru.md"), ("ΛΌΓΟΣ", "el.md"), ("개발했다", "ko.md"),
                         ("データベース", "ja.md")):  # fmt: skip
         hits = brain.searcher.search(query, mode="bm25").hits
@@ -472,10 +472,7 @@ def test_a_dotted_version_is_searched_whole(home: Path, tmp_path: Path) -> None:
     write(notes / "chat.md", "# Chat\n\nturn 1: hello\nturn 2: the build is green\nturn 3: ok\n")
     write(notes / "release.md", "# Release notes\n\nIn 2.3.1 the upload client streams files.\n")
     write(notes / "tag.md", "# Tags\n\nThe tag v4.5.6 marks the fix of the proxy.\n")
-    home.mkdir(parents=True)
-    brain = ops.Brain(home)
-    ops.library_add(brain, ops.LibraryAddInput(name="notes", path=str(notes)))
-    ops.reindex(brain, ops.ReindexInput())
+    brain = _indexed(home, notes, "notes")
     for mode in ("bm25", "hybrid"):
         result = brain.searcher.search("release 2.3.1", mode=mode, floor=False)
         assert result.hits[0].path == "release.md", mode

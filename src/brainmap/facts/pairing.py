@@ -322,15 +322,27 @@ def _undeclared(claims: dict[Claim, _State]) -> None:
     """A compose file lists every port a service publishes, so a source stating one it does
     not list (a README's old ``docker compose ps`` row) states otherwise: it is against the
     list, or against the service's declaration when it lists none. A running container wins
-    such a dispute (runtime over config); a doc loses it."""
+    such a dispute (runtime over config); a doc loses it. A host port stated for a container
+    port the list publishes on a random host port (``ports: ["8000"]``) is the port docker
+    picked: no dispute, and it confirms that mapping."""
     declared: dict[str, list[ObservationRecord]] = defaultdict(list)  # service -> its list
-    for (subject, predicate, _, _), state in claims.items():
+    randomly: dict[tuple[str, str], Claim] = {}  # (service, container port) -> that mapping
+    for claim, state in claims.items():
+        subject, predicate, obj, _ = claim
         if predicate in (PUBLISHES, PART_OF):
             declared[subject] += [o for o in state.support if o.method == "compose"]
-    for claim, state in claims.items():
-        subject, predicate, _, _ = claim
+        if predicate == EXPOSES and any(
+            o.props.get("published") == RANDOM_HOST_PORT for o in state.support
+        ):
+            randomly[(subject, label(obj))] = claim
+    for claim, state in list(claims.items()):
+        subject, predicate, _, detail = claim
         if predicate != PUBLISHES or state.against or any(o.kind == CONFIG for o in state.support):
             continue  # declared, or already disputed on its container or host port
+        picked = randomly.get((subject, detail.partition("/")[0]))
+        if picked is not None:
+            claims[picked].support += [o for o in state.support if o.kind != CONFIG]
+            continue
         listed = [o for o in declared.get(subject, []) if o.predicate == PUBLISHES]
         against = listed or declared.get(subject, [])
         slot = f"{subject} published ports"
