@@ -49,6 +49,7 @@ _DOTTED_NUMBERS_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+)+(?!\d|\.\d)")
 # follow the symbol: see _spelt_symbol
 _LATIN = "A-Za-z0-9\u00c0-\u024f"
 _SYMBOL_WORD_RE = re.compile(rf"(?<![{_LATIN}_.])(?<!(?<![#+])/)([{_LATIN}]+)(#|\+\+)")
+_LATIN_LETTER_RE = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 # The FTS5 tokenizer every index uses; queries are analysed to match it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -174,15 +175,14 @@ def _spelt_symbol(m: re.Match[str]) -> str | None:
     (x#y, #!), or before a digit after a longer word (issue#12; C#8 is C# 8); ``++`` before
     a letter (C++17 is C++ 17)."""
     after = m.string[m.end() : m.end() + 1]
-    if m[2] == "#":
-        if after and (after in "_#+!" or (after.isdigit() and len(m[1]) > 1)):
-            return None
-        if after and not after.isdigit() and re.match(f"[{_LATIN}]", after):
-            return None
-        return m[1] + "sharp"
-    if after and (after in "_#+" or (re.match(f"[{_LATIN}]", after) and not after.isdigit())):
+    sharp = m[2] == "#"
+    if after and (
+        after in "_#+"
+        or _LATIN_LETTER_RE.match(after)
+        or (sharp and (after == "!" or (after.isdigit() and len(m[1]) > 1)))
+    ):
         return None
-    return m[1] + "pp"
+    return m[1] + ("sharp" if sharp else "pp")
 
 
 def _has_symbol_word(text: str) -> bool:

@@ -606,8 +606,11 @@ def _pack(
             start, after_turns = b_start, False
         size = estimate_tokens("\n".join(lines[b_start:b_end]))
         first = max(b_start, heading_end)  # the block's first line past the headings
-        speakers = _speakers(lines, first, b_end) if not atomic else None
-        turns = speakers is not None and size > min(turn_limit, limit)
+        big = size > min(turn_limit, limit)
+        # who speaks matters to a block too big for one unit, or after a possible caption
+        looked = not atomic and (big or lone_line is not None)
+        speakers = _speakers(lines, first, b_end) if looked else None
+        turns = speakers is not None and big
         captioned = False  # by the line alone before the block
         if (
             speakers is not None

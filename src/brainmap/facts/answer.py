@@ -312,8 +312,9 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         samples/django, "the web service of django" is the first's)."""
         names, above, whole = _names(key)
         own = {w for n in (*names, above) for w in n}
-        return (len(q.covered(names, _kinds_of(key, len(names)))), len(loose & own),
-                len(naming & own), int(bool(whole) and bool(q.covered((whole,), ("project",)))))  # fmt: skip
+        spelt = q.covered(names, _kinds_of(key, len(names)))
+        whole_path = bool(whole) and bool(q.covered((whole,), ("project",)))
+        return len(spelt), len(loose & own), len(naming & own), int(whole_path)
 
     subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
     scored: list[tuple[tuple[int, int, int, int], int, FactRow]] = []
@@ -337,11 +338,14 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
     in_view = _compose_view(q.free, facts)
-    standing = [(s, f) for s, f in hits if f.confidence != CONTRADICTED and in_view(f)]
+    standing: list[tuple[int, FactRow]] = []  # not contradicted, in the question's view
+    elsewhere: list[tuple[int, FactRow]] = []  # not contradicted, in compose files aside
+    for strength, f in hits:
+        if f.confidence != CONTRADICTED:
+            (standing if in_view(f) else elsewhere).append((strength, f))
     top = max((s for s, _ in standing), default=None)
     exposing = bool(q.free & _EXPOSE_WORDS)
     lead = _best_port_predicates([f for s, f in standing if s == top], exposing)
-    elsewhere = [(s, f) for s, f in hits if f.confidence != CONTRADICTED and not in_view(f)]
     most_elsewhere = max((s for s, _ in elsewhere), default=None)
     aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
     silent: list[str] = []
@@ -355,8 +359,10 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     answering = [f for _, f in hits]
     if not exposing:  # what a service publishes is its answer: not also what it exposes
         publishing = {f.subject for _, f in standing if publishes(f)}
-        answering = [f for f in answering
-                     if f.predicate != EXPOSES or publishes(f) or f.subject not in publishing]  # fmt: skip
+        answering = [
+            f for f in answering
+            if f.predicate != EXPOSES or publishes(f) or f.subject not in publishing
+        ]  # fmt: skip
     slots = set().union(*(_slots(f) for f in answering)) if answering else set()
     seen = {id(f) for f in answering}
 

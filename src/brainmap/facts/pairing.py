@@ -174,13 +174,18 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
             return False  # a second base or override file docker does not read
         if "layer" in obs.props or not replacing:
             return True
-        if obs.predicate == PUBLISHES or obs.props.get("published") == RANDOM_HOST_PORT:
+        if obs.predicate == PUBLISHES or _random_mapping(obs):
             return (folder, obs.subject, "ports") not in replacing
         if obs.predicate == EXPOSES:
             return (folder, obs.subject, "expose") not in replacing
         return True
 
     return [obs for obs in observations if kept(obs)]
+
+
+def _random_mapping(obs: ObservationRecord) -> bool:
+    """A container port published on a host port docker picks at start."""
+    return obs.props.get("published") == RANDOM_HOST_PORT
 
 
 def _canonical_subjects(observations: list[ObservationRecord]) -> list[ObservationRecord]:
@@ -331,11 +336,9 @@ def _undeclared(claims: dict[Claim, _State]) -> None:
         subject, predicate, obj, _ = claim
         if predicate in (PUBLISHES, PART_OF):
             declared[subject] += [o for o in state.support if o.method == "compose"]
-        if predicate == EXPOSES and any(
-            o.props.get("published") == RANDOM_HOST_PORT for o in state.support
-        ):
+        if predicate == EXPOSES and any(map(_random_mapping, state.support)):
             randomly[(subject, label(obj))] = claim
-    for claim, state in list(claims.items()):
+    for claim, state in claims.items():
         subject, predicate, _, detail = claim
         if predicate != PUBLISHES or state.against or any(o.kind == CONFIG for o in state.support):
             continue  # declared, or already disputed on its container or host port
@@ -439,7 +442,7 @@ def _edge(
         props["partial"] = partial
         if partial == "port":
             props["port_only"] = _cite(state.port_only)
-    if any(o.props.get("published") == RANDOM_HOST_PORT for o in support):
+    if any(map(_random_mapping, support)):
         props["published"] = RANDOM_HOST_PORT  # on a host port docker picks at start
         props["what"] = (f"{describe(subject, PUBLISHES, obj)} (container port) on a random "
                          "host port")  # fmt: skip
