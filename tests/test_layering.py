@@ -24,6 +24,7 @@ LAYERS = {
     "embedding": 3, "indexer": 3, "readworker": 3, "search": 3, "graph": 3, "gitlog": 3, "facts": 3,
     "libmap": 3,  # the library map, and routing a search by it
     "ftsquery": 3, "passageworker": 3, "queryvectors": 3, "vectorindex": 3, "fusion": 3,  # search's parts
+    "writeworker": 3,  # the server's handle on the child process that runs its note writes
     "sync": 3,  # git sync of a library: commit, merge (union for the diary), push
     "usage": 3,  # usage telemetry: the buffer and usage.db, what stats shows of it
     "team": 3,  # users, roles per library and tokens of a served brain (team.db or PostgreSQL)

@@ -94,12 +94,15 @@ def _hits(result: SearchResult) -> list[tuple[int, float, int | None, int | None
     return [(h.chunk_id, h.score, h.bm25_rank, h.vector_rank) for h in result.hits]
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own-connections", "slot-connections"])
 def test_concurrent_hybrid_searches_get_the_same_hits_as_sequential_ones(
-    brain: ops.Brain,
+    brain: ops.Brain, shared: bool
 ) -> None:
     sequential = {q: _hits(ops.search(brain, ops.SearchInput(query=q))) for q in QUERIES}
     assert sum(map(bool, sequential.values())) > len(QUERIES) // 2
     brain.searcher.embedder.forget_queries()  # the concurrent searches embed their queries again
+    if shared:  # as a server runs them: on the search slots' connections
+        brain.share_search_connections()
     got: dict[tuple[int, str], list[tuple[int, float, int | None, int | None]]] = {}
     errors: list[BaseException] = []
     start = threading.Barrier(len(QUERIES) * 2)
@@ -124,6 +127,34 @@ def test_concurrent_hybrid_searches_get_the_same_hits_as_sequential_ones(
         assert [h[2:] for h in hits] == [h[2:] for h in sequential[query]], query
         assert np.allclose([h[1] for h in hits], [h[1] for h in sequential[query]], atol=1e-6)
     assert len(got) == len(QUERIES) * 2
+    slots = brain._search_slots
+    assert slots is not None
+    # shared: however many threads searched, they searched on one connection per slot at most
+    assert 0 < len(slots._stores) <= slots.size < len(threads) if shared else not slots._stores
+
+
+def test_searches_on_the_slots_connections_see_what_their_caller_sees(
+    brain: ops.Brain, tmp_path: Path
+) -> None:
+    """A team user's view (the calling thread's connection) goes with the search to the slot's
+    connection, and leaves with it."""
+    other = tmp_path / "other"
+    write(other / "zephyrine.md", "# Zephyrine\n\nThe zephyrine relay restarts nightly.\n")
+    ops.library_add(brain, ops.LibraryAddInput(name="other", path=str(other)))
+    ops.reindex(brain, ops.ReindexInput(libraries=["other"]))
+    brain.share_search_connections()
+    found: dict[str, set[str]] = {}
+
+    def search(label: str, view: list[str] | None) -> None:
+        with brain.store.db.seeing(view):
+            hits = ops.search(brain, ops.SearchInput(query="zephyrine relay", mode="bm25")).hits
+        found[label] = {hit.library for hit in hits}
+
+    for label, view in [("all", None), ("example", ["example"]), ("after", None)]:
+        thread = threading.Thread(target=search, args=(label, view))
+        thread.start()
+        thread.join(timeout=60)
+    assert found == {"all": {"other"}, "example": set(), "after": {"other"}}
 
 
 def _same_as_a_full_reload(index: VectorIndex, store: Store) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from brainmap.analysis import (
@@ -243,6 +243,7 @@ class TextState:
     freqs: dict[str, int] = field(default_factory=dict)
     freqs_since: int = 0  # the generation the frequencies were read at
     absent: set[str] = field(default_factory=set)
+    counted_at: int = 0  # the generation the count and the languages were read at
 
 
 class TermStats:
@@ -250,11 +251,11 @@ class TermStats:
     shared by the searchers of all its threads (a term's frequency read for one request
     serves the next).
 
-    The text generation counts the full-text rows written and deleted. The count and the
-    languages are read again whenever it changes. The frequencies found are kept until
-    ``STALE_SHARE`` of the index has changed since they were read (a note saved every second
-    would otherwise have every query read its words again): a few rows more or less do not
-    change what a term weighs. A term found nowhere is looked up again after any change, so
+    The text generation counts the full-text rows written and deleted. The chunk count, the
+    languages and the frequencies found are kept until ``STALE_SHARE`` of the index has
+    changed since they were read (a note saved every second would otherwise have every query
+    read its words again, and the first after each save count every entry): a few rows more
+    or less do not change what a term weighs, nor which languages the index is in. A term found nowhere is looked up again after any change, so
     that a note just saved is found by its new words.
     """
 
@@ -274,16 +275,22 @@ class TermStats:
             old = self._state
             if old is not None and old.generation == generation:
                 return old
-            with store.db.reading():
-                generation = store.entries.text_generation()
-                counts = store.entries.languages()
-                total = store.entries.chunk_count()
-            entries = sum(counts.values())
-            main = [lang for lang, n in sorted(counts.items(), key=lambda kv: -kv[1])
-                    if n >= entries / 10][:3]  # fmt: skip
-            languages = (tuple(main) or (DEFAULT_LANGUAGE,), frozenset(counts))
-            state = TextState(generation, total, *languages, freqs_since=generation)
-            if old is not None and 0 <= generation - old.freqs_since <= STALE_SHARE * total:
+            if old is not None and 0 <= generation - old.counted_at <= STALE_SHARE * old.total:
+                # a few rows more or less: the count and the languages as they were (reading
+                # them again scans every entry, ~5 ms at 40k, after every save of a server)
+                state = replace(old, generation=generation, absent=set())
+            else:
+                with store.db.reading():
+                    generation = store.entries.text_generation()
+                    counts = store.entries.languages()
+                    total = store.entries.chunk_count()
+                entries = sum(counts.values())
+                main = [lang for lang, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                        if n >= entries / 10][:3]  # fmt: skip
+                languages = (tuple(main) or (DEFAULT_LANGUAGE,), frozenset(counts))
+                state = TextState(generation, total, *languages, freqs_since=generation,
+                                  counted_at=generation)  # fmt: skip
+            if old is not None and 0 <= generation - old.freqs_since <= STALE_SHARE * state.total:
                 state.freqs, state.freqs_since = old.freqs, old.freqs_since
             self._state = state
         return state

@@ -17,10 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import signal
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -56,17 +54,16 @@ class PassageWorker:
     def __init__(self, spec: str, log_path: Path | None = None) -> None:
         """``log_path``: where the child's stderr goes (a traceback, a library's print);
         nowhere by default."""
+        from brainmap.childprocess import Child
+
         self.spec = spec
-        self.log_path = log_path
         self.answered = 0  # passages the child embedded (tests, benchmarks)
         self.fallbacks = 0  # passages the caller had to embed itself
         self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._pid = 0  # the process that started the child (a forked copy starts its own)
+        self._child = Child("brainmap.passageworker", spec, log_path=log_path)
         self._next_id = 0
         self._unanswered = 0  # requests sent whose answer has not been read
         self._behind_since: float | None = None
-        self._buffer = b""
         self._down_until = 0.0
         self._given_up = False  # the model does not load, or close() was called
 
@@ -103,15 +100,14 @@ class PassageWorker:
     def _embed(self, text: str, deadline: float) -> np.ndarray | None:
         import numpy as np
 
-        running = self._process is not None and self._pid == os.getpid()
-        process = self._ensure_started()
-        if process is None or not running:
+        running = self._child.running
+        if not self._ensure_started() or not running:
             return None  # not running, or just started: the model is loading
         payload = text.encode("utf-8", "surrogatepass")
         if len(payload) > MAX_TEXT_BYTES:
             return None
         try:
-            self._read_ready(process)  # answers to passages given up on, if any came
+            self._read_ready()  # answers to passages given up on, if any came
             if self._unanswered >= MAX_BEHIND:
                 behind = time.monotonic() - (self._behind_since or time.monotonic())
                 if behind > HUNG_AFTER_S:
@@ -122,9 +118,12 @@ class PassageWorker:
                 return None
             self._next_id += 1
             request = self._next_id
-            self._send(process, _REQUEST.pack(request, len(payload)) + payload, deadline)
+            self._child.send(_REQUEST.pack(request, len(payload)) + payload, deadline)
+            self._unanswered += 1
+            if self._behind_since is None:
+                self._behind_since = time.monotonic()
             while True:  # answers to passages given up on come first: skip them
-                answer, status, body = self._answer(process, deadline)
+                answer, status, body = self._answer(deadline)
                 if answer == request:
                     break
             if status == _VECTOR:
@@ -144,106 +143,41 @@ class PassageWorker:
             self._stop()
             return None
 
-    def _ensure_started(self) -> subprocess.Popen[bytes] | None:
-        if self._process is not None and self._pid == os.getpid():
-            if self._process.poll() is None:
-                return self._process
-            self._stop()
-        if self._pid != os.getpid():
-            self._process = None  # the parent's child: not ours to talk to or stop
+    def _ensure_started(self) -> bool:
+        if self._child.running:
+            return True
+        if self._child.process is not None:  # it ended, or is the child of a forked parent
+            if self._child.owned:
+                self._stop()
+            else:
+                self._child.stop()
         if self._given_up or time.monotonic() < self._down_until:
-            return None
-        from brainmap.childprocess import python_module
-
-        command, env = python_module("brainmap.passageworker", self.spec)
-        try:
-            with contextlib.ExitStack() as stack:
-                errors: BinaryIO | int = subprocess.DEVNULL
-                if self.log_path is not None:
-                    self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                    errors = stack.enter_context(open(self.log_path, "ab"))
-                self._process = subprocess.Popen(
-                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-                    env=env,
-                )  # fmt: skip
-        except OSError as exc:
-            log.warning("the passage worker could not start: %s", exc)
+            return False
+        if not self._child.start():
             self._down_until = time.monotonic() + RESTART_AFTER_S
-            return None
-        assert self._process.stdin is not None
-        os.set_blocking(self._process.stdin.fileno(), False)  # a write never outlasts patience
-        self._pid, self._buffer, self._unanswered = os.getpid(), b"", 0
-        self._behind_since = None
-        return self._process
+            return False
+        self._unanswered, self._behind_since = 0, None
+        return True
 
     def _stop(self) -> None:
-        process, self._process = self._process, None
+        self._child.stop()
         self._down_until = time.monotonic() + RESTART_AFTER_S
-        if process is None or self._pid != os.getpid():
-            return
-        with contextlib.suppress(OSError):
-            process.kill()
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            process.wait(timeout=5)
-        for stream in (process.stdin, process.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
 
-    def _send(self, process: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
-        """Write a whole request by ``deadline``. Nothing written: TimeoutError (the request
-        is not sent); part of it: OSError (the stream is out of step, the child is stopped)."""
-        assert process.stdin is not None
-        fd = process.stdin.fileno()
-        sent = 0
-        while sent < len(data):
-            if not _ready(fd, select.POLLOUT, deadline):
-                if sent:
-                    raise OSError("a request was cut short")
-                raise TimeoutError
-            sent += os.write(fd, data[sent:])
-        self._unanswered += 1
-        if self._behind_since is None:
-            self._behind_since = time.monotonic()
-
-    def _answer(self, process: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, bytes]:
+    def _answer(self, deadline: float) -> tuple[int, int, bytes]:
         """The next answer by ``deadline`` (TimeoutError, with what came so far kept)."""
-        self._fill(process, _ANSWER.size, deadline)
-        answer, status, length = _ANSWER.unpack_from(self._buffer)
+        answer, status, length = _ANSWER.unpack(self._child.peek(_ANSWER.size, deadline))
         if length > MAX_ANSWER_BYTES or answer > self._next_id:
             raise ValueError("an answer out of step")
-        self._fill(process, _ANSWER.size + length, deadline)
-        body = self._buffer[_ANSWER.size : _ANSWER.size + length]
-        self._buffer = self._buffer[_ANSWER.size + length :]
+        body = self._child.take(_ANSWER.size + length, deadline)[_ANSWER.size :]
         self._unanswered = max(0, self._unanswered - 1)
         self._behind_since = time.monotonic() if self._unanswered else None
         return answer, status, body
 
-    def _read_ready(self, process: subprocess.Popen[bytes]) -> None:
+    def _read_ready(self) -> None:
         """Read the answers that have come in (to passages given up on) without waiting."""
         with contextlib.suppress(TimeoutError):
             while self._unanswered > 0:
-                self._answer(process, time.monotonic())
-
-    def _fill(self, process: subprocess.Popen[bytes], size: int, deadline: float) -> None:
-        """At least ``size`` bytes from the child's stdout in the buffer by ``deadline``
-        (TimeoutError, else EOFError when it closed)."""
-        assert process.stdout is not None
-        fd = process.stdout.fileno()
-        while len(self._buffer) < size:
-            if not _ready(fd, select.POLLIN, deadline):
-                raise TimeoutError
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise EOFError("the passage worker ended")
-            self._buffer += chunk
-
-
-def _ready(fd: int, event: int, deadline: float) -> bool:
-    """Whether ``fd`` is ready for ``event`` (or closed) by ``deadline``."""
-    poller = select.poll()  # not select.select: descriptors past 1023 are fine
-    poller.register(fd, event)
-    return bool(poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
+                self._answer(time.monotonic())
 
 
 def lowest_cpu_priority() -> None:

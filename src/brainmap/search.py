@@ -12,6 +12,8 @@ import datetime as dt
 import os
 import re
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -165,7 +167,7 @@ class Searcher:
         store: Store,
         vectors: VectorIndex | None = None,
         stats: TermStats | None = None,
-        slots: threading.Semaphore | None = None,
+        slots: SearchSlots | None = None,
     ) -> None:
         """``vectors``, ``stats`` and ``slots`` (how many searches run at once) may be shared
         by the searchers of several threads (one per store)."""
@@ -262,12 +264,22 @@ class Searcher:
             # embedding the query overlaps the BM25 query and the vector refresh, and the
             # wait for a slot: queries waiting together are embedded in one batch
             pending_vector = self.embedder.submit(query[:2000])
-        with self.slots:
+        with self.slots.held(self.store) as store, self._on(store):
             return self._search(
                 query, pending_vector, libraries=libraries, types=types, tags=tags,
                 since=since, limit=limit, mode=mode, route=route, project=project,
                 not_types=not_types, floor=floor, include_inactive=include_inactive,
             )  # fmt: skip
+
+    @contextmanager
+    def _on(self, store: Store) -> Iterator[None]:
+        """Within the block, the search runs on ``store`` (its slot's connection)."""
+        own = self.store
+        self.store = self.analyser.store = self.router.store = store
+        try:
+            yield
+        finally:
+            self.store = self.analyser.store = self.router.store = own
 
     def _search(
         self,
@@ -571,10 +583,57 @@ def _holds_any(text: str, phrases: list[str]) -> bool:
     return any(holds_phrase(text, phrase) for phrase in phrases)
 
 
-def search_slots(cfg: Config) -> threading.Semaphore:
+class SearchSlots:
+    """How many searches run at once, shared by the searchers of a brain's threads; in a
+    server, also the connections they run on: one per slot, whichever thread holds it.
+
+    A change to the index (a save, by any process) makes SQLite drop the page cache of every
+    connection that reads it next: a server whose searches ran on a connection per thread
+    paid that reload (~4 ms at 40k chunks) on each of its ~10 request threads for every save;
+    on the slots' connections, at most once per slot."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._stores: list[Store] = []  # the slots' connections not in use
+        self._opener: Callable[[], Store] | None = None
+
+    def share_connections(self, opener: Callable[[], Store]) -> None:
+        """From now on, searches run on connections of the slots' own, opened by
+        ``opener`` as needed (the caller closes them)."""
+        self._opener = opener
+
+    def forget_connections(self) -> None:
+        """Searches run on their threads' connections again (the slots' were closed)."""
+        with self._lock:
+            self._opener, self._stores = None, []
+
+    @contextmanager
+    def held(self, own: Store) -> Iterator[Store]:
+        """Hold a slot for one search: the connection it runs on (``own``, the calling
+        thread's, unless the slots have their own), seeing what ``own`` sees."""
+        with self._free:
+            if self._opener is None:
+                yield own
+                return
+            with self._lock:
+                store = self._stores.pop() if self._stores else None
+            if store is None:
+                store = self._opener()
+            store.db.visible = own.db.visible  # a team user's view goes with the call
+            try:
+                yield store
+            finally:
+                store.db.visible = None
+                with self._lock:
+                    self._stores.append(store)
+
+
+def search_slots(cfg: Config) -> SearchSlots:
     """How many searches may run at once (``[search] concurrency``; 0: one more than the
     CPUs, so that one waiting on the disk or the model leaves none idle)."""
-    return threading.BoundedSemaphore(cfg.search.concurrency or len(os.sched_getaffinity(0)) + 1)
+    return SearchSlots(cfg.search.concurrency or len(os.sched_getaffinity(0)) + 1)
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

@@ -566,7 +566,8 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{port}")
     if not read_only:  # a read-only server never saves
-        brain.serve_writes()
+        brain.serve_writes(hand_writes=True)
+    brain.share_search_connections()  # a save drops each one's page cache: a few, shared
     settle_heap()
     server.run(sockets=sockets)
 

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from brainmap.derive import Derived, MapSettler
     from brainmap.ftsquery import TermStats
     from brainmap.notes import Notes
-    from brainmap.search import Searcher
+    from brainmap.search import Searcher, SearchSlots
     from brainmap.store.cache import VectorCache
     from brainmap.vectorindex import VectorIndex
+    from brainmap.writeworker import WriteWorker
 
 
 class Brain:
@@ -51,10 +52,12 @@ class Brain:
         self._idle: list[Store] = []  # connections of threads that ended
         self._vectors: VectorIndex | None = None
         self._term_stats: TermStats | None = None
-        self._search_slots: threading.Semaphore | None = None
+        self._search_slots: SearchSlots | None = None
         #: set in a long-lived process (:meth:`settle_map_later`), else single-file writes
         #: refresh the library map before they return
         self.map_settler: MapSettler | None = None
+        #: set in ``brainmap serve`` (:meth:`serve_writes`): the child that runs its note writes
+        self.write_worker: WriteWorker | None = None
         self._held_cache: VectorCache | None = None
 
     @property
@@ -102,6 +105,7 @@ class Brain:
                 if self._vectors is None:
                     self._vectors = VectorIndex(model_id_of(self.cfg.embedder))
                     self._term_stats = TermStats()
+                if self._search_slots is None:
                     self._search_slots = search_slots(self.cfg)
             searcher = Searcher(
                 self.cfg, self.store, self._vectors, self._term_stats, self._search_slots
@@ -124,13 +128,29 @@ class Brain:
             self.cfg, self.store, libraries, embed=embed, settler=self.map_settler
         )
 
-    def serve_writes(self, *, worker_now: bool = True) -> None:
+    def serve_writes(self, *, worker_now: bool = True, hand_writes: bool = False) -> None:
         """Set a long-lived process that writes (``brainmap serve``, ``brainmap mcp``) up so
         that its saves cost its searches little: their passages embedded by a child process
         (:func:`brainmap.queryvectors.start_passage_worker`, started now or at the first
-        save), the library map settled in the background, the vector cache held open."""
+        save), the library map settled in the background, the vector cache held open.
+
+        With ``hand_writes`` (a server that many clients search at once), the note writes
+        run whole in a child process at the lowest priority (:mod:`brainmap.writeworker`),
+        started now; the rest stays set up for the writes it cannot take."""
+        import sys
+
         from brainmap.queryvectors import start_passage_worker
 
+        if hand_writes and not self.cfg.store_url and sys.platform != "win32":
+            from brainmap.writeworker import HUNG_AFTER_S, WriteWorker
+
+            if self.write_worker is None:
+                log_path = self.home / "logs" / "writeworker.log"
+                # a save may ask the reasoner for its labels, within its timeout, twice
+                patience = HUNG_AFTER_S + 2 * self.cfg.reasoner.timeout_s
+                self.write_worker = WriteWorker(self.home, log_path, patience_s=patience)
+                self.write_worker.start()
+            worker_now = False  # the passage worker only for a write the child cannot take
         start_passage_worker(self.cfg, now=worker_now)
         self.settle_map_later()
         self.hold_vector_cache()
@@ -162,9 +182,31 @@ class Brain:
             except Exception:  # the saves work without it, each closing its own connection
                 log.warning("vector cache not held open", exc_info=True)
 
+    def share_search_connections(self) -> None:
+        """Run the searches of every thread on connections of the search slots' own (a
+        server: :class:`brainmap.search.SearchSlots`); closed with the brain."""
+        from brainmap.search import search_slots
+
+        with self._lock:
+            if self._search_slots is None:
+                self._search_slots = search_slots(self.cfg)
+            self._search_slots.share_connections(self._open_shared)
+
+    def _open_shared(self) -> Store:
+        store = self._open_store()
+        with self._lock:
+            self._stores.append(store)
+        return store
+
     def settle_map(self) -> None:
         """Refresh the library map now if writes of this process wait for it, or wait for
-        their refresh under way (a reader of the map sees its own writes)."""
+        their refresh under way (a reader of the map sees its own writes), those of the
+        writer process included."""
+        if self.write_worker is not None:
+            try:
+                self.write_worker.settle()
+            except Exception:  # derived data: the reader gets the map as it is
+                log.warning("library map not refreshed", exc_info=True)
         if self.map_settler is not None:
             try:
                 self.map_settler.flush()
@@ -177,6 +219,9 @@ class Brain:
     def close(self) -> None:
         """Refresh the library map if writes wait for it, then close every thread's
         connection (call when no operation is running)."""
+        worker, self.write_worker = self.write_worker, None
+        if worker is not None:
+            worker.close()  # it refreshes the map of its writes first
         settler, self.map_settler = self.map_settler, None
         if settler is not None:
             try:
@@ -185,6 +230,9 @@ class Brain:
                 log.warning("library map not refreshed", exc_info=True)
         with self._lock:
             stores, self._stores, self._idle = self._stores, [], []
+            slots, self._search_slots = self._search_slots, None
+        if slots is not None:
+            slots.forget_connections()  # closed below
         for store in stores:
             store.close()
         self._local = threading.local()

@@ -49,10 +49,26 @@ class Op:
     path: str
     tool_name: str | None = None
     in_query: bool = False  # a POST takes its input as query parameters, not a JSON body
+    #: a note's write that a server hands to its writer process (:mod:`brainmap.writeworker`)
+    handed: bool = False
 
     def run(self, brain: Brain, inp: BaseModel, caller: Caller) -> Any:
         """Run the op for an interface; only ops with a ``caller`` parameter are told which
-        (those that read files the caller names, and must refuse some to the network)."""
+        (those that read files the caller names, and must refuse some to the network). A
+        handed write goes to the brain's writer process when one runs."""
+        worker = brain.write_worker
+        if self.handed and worker is not None:
+            from brainmap.writeworker import Unavailable
+
+            data = inp.model_dump(mode="json")
+            visible = brain.store.db.visible  # a team user's view: the child's reads see it too
+            view = None if visible is None else sorted(visible)
+            try:
+                output = worker.run(self.name, data, caller, view)
+            except Unavailable:
+                pass  # no writer process: written here
+            else:
+                return _adapter(self.output).validate_python(output)
         if "caller" in inspect.signature(self.func).parameters:
             return self.func(brain, inp, caller=caller)
         return self.func(brain, inp)
@@ -76,13 +92,14 @@ def op(
     path: str | None = None,
     tool: str | None = None,
     in_query: bool = False,
+    handed: bool = False,
 ) -> Callable[..., Any]:
     """Register a function in the operations table; its docstring is its description."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         description = inspect.getdoc(func) or name
         OPS[name] = Op(name, func, input, output, description, writes, methods, path or f"/{name}",
-                       tool, in_query)  # fmt: skip
+                       tool, in_query, handed)  # fmt: skip
         return func
 
     return register

@@ -206,7 +206,7 @@ class VerifyInput(_Input):
     ref: str = Field(description="Entry id or 'library:path'.")
 
 
-@op("verify", VerifyInput, SaveResult, writes=True, methods=("POST",))
+@op("verify", VerifyInput, SaveResult, writes=True, methods=("POST",), handed=True)
 def verify(brain: Brain, inp: VerifyInput) -> SaveResult:
     """Mark an entry as checked today: sets last_verified in its frontmatter (nothing else in
     the file changes) and re-indexes it."""

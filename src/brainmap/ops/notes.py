@@ -67,7 +67,7 @@ class SaveInput(_Input):
 _VISIBLE = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]")
 
 
-@op("save", SaveInput, SaveResult, writes=True, methods=("POST",))
+@op("save", SaveInput, SaveResult, writes=True, methods=("POST",), handed=True)
 def save(brain: Brain, inp: SaveInput) -> SaveResult:
     """Save a knowledge entry you want future sessions to find (a gotcha, decision, pattern,
     how-to): a markdown file with frontmatter in a library, indexed at once. When a very
@@ -110,7 +110,7 @@ class IngestInput(_Input):
     force: bool = Field(False, description="Write even when a near-duplicate exists.")
 
 
-@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",))
+@op("ingest", IngestInput, SaveResult, writes=True, methods=("POST",), handed=True)
 def ingest(brain: Brain, inp: IngestInput) -> SaveResult:
     """Keep a raw piece of text (a web page excerpt, command output, a message) with its
     source uri and observation time as a note in the inbox/ folder of a library, indexed at
@@ -140,7 +140,8 @@ class SupersedeInput(_Input):
     new: str = Field(max_length=2000, description="The entry that replaces it.")
 
 
-@op("supersede", SupersedeInput, SupersedeResult, writes=True, methods=("POST",))
+@op("supersede", SupersedeInput, SupersedeResult, writes=True, methods=("POST",),
+    handed=True)  # fmt: skip
 def supersede(brain: Brain, inp: SupersedeInput) -> SupersedeResult:
     """Mark entry `old` as replaced by entry `new`: new's frontmatter gets `supersedes:
     [old]` and old's `superseded_by: new` (both written, or neither). The old entry then

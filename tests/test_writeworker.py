@@ -1,0 +1,214 @@
+"""A server's note writes run whole by a child process at the lowest priority: real child
+processes on real homes with the bundled model, a real `brainmap serve`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from brainmap import ops
+from brainmap.errors import UserError
+from brainmap.writeworker import Unavailable, WriteWorker
+from conftest import serving
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc")
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def _nice(pid: int) -> int:
+    return int(_stat(pid)[16])
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The CPU time (user + system, in clock ticks) ``pid`` has used."""
+    return int(_stat(pid)[11]) + int(_stat(pid)[12])
+
+
+def _settled(pid: int) -> int:
+    """``pid``'s CPU ticks once it stopped using the CPU (it has loaded the model)."""
+    deadline = time.monotonic() + 60
+    busy = -1
+    while (ticks := _cpu_ticks(pid)) != busy:
+        assert time.monotonic() < deadline, "the writer never settled"
+        busy = ticks
+        time.sleep(0.5)
+    return ticks
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting to be reaped has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _writer_of(home: Path) -> int:
+    """The pid of the one writer process of ``home``, once it runs."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = [p for p in _pids() if _cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
+        if len(found) == 1:
+            return found[0]
+        assert time.monotonic() < deadline, f"no writer process: {found}"
+        time.sleep(0.1)
+
+
+def _note(title: str, **more: object) -> dict[str, object]:
+    return {"title": title, "body": f"{title}: restart the service afterwards.", **more}
+
+
+def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
+    brain: ops.Brain, home: Path
+) -> None:
+    brain.close()
+    with serving(home) as url:
+        writer = _writer_of(home)
+        deadline = time.monotonic() + 60
+        while _nice(writer) != 19:  # the child lowers its priority as it starts
+            assert time.monotonic() < deadline, "the writer runs at its parent's priority"
+            time.sleep(0.1)
+        log = home / "logs" / "writeworker.log"  # its stderr, and its stdout but the answers
+        for fd in (1, 2):
+            assert Path(f"/proc/{writer}/fd/{fd}").resolve() == log.resolve()
+        busy = _settled(writer)
+        with httpx.Client(base_url=url, timeout=120) as http:
+            saved = http.post("/save", json=_note("rotating the cache certificate")).json()
+            assert saved["status"] == "saved" and Path(saved["file"]).is_file()
+            assert _cpu_ticks(writer) > busy  # the child wrote it, not the server
+            # the next search sees it, by its words and by its vector
+            for mode in ("bm25", "vector"):
+                hits = http.get("/search", params={"query": "cache certificate", "mode": mode})
+                assert hits.json()["hits"][0]["id"] == saved["id"], mode
+            again = http.post("/save", json=_note("rotating the cache certificate")).json()
+            assert again["status"] == "duplicate" and again["candidates"][0]["id"] == saved["id"]
+            # the op's own errors come back as the server would have answered them
+            wrong = http.post("/save", json=_note("anywhere", library="nowhere"))
+            assert wrong.status_code == 404 and "nowhere" in wrong.json()["detail"]
+            assert wrong.json()["hint"]
+            verified = http.post("/verify", json={"ref": saved["id"]}).json()
+            assert verified["status"] == "verified"
+            ingested = http.post("/ingest", json={"text": "The proxy listens on 8443.",
+                                                  "uri": "https://example.com/proxy"})  # fmt: skip
+            assert ingested.json()["status"] == "saved"
+            newer = http.post("/save", json=_note("certificates, the new way", force=True)).json()
+            superseded = http.post("/supersede", json={"old": saved["id"], "new": newer["id"]})
+            assert superseded.status_code == 200, superseded.text
+        assert _writer_of(home) == writer  # one child did them all
+        # the server embedded no passage itself: it would have started its passage worker
+        assert not [p for p in _pids() if "brainmap.passageworker" in _cmdline(p)
+                    and _cmdline(int(_stat(p)[1])).count(str(home))]  # fmt: skip
+    deadline = time.monotonic() + 30
+    while _running(writer) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(writer)  # no child outlives its server
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_server_writes_itself_while_its_child_is_down(brain: ops.Brain, home: Path) -> None:
+    brain.close()
+    with serving(home) as url:
+        writer = _writer_of(home)
+        with httpx.Client(base_url=url, timeout=120) as http:
+            assert http.post("/save", json=_note("first")).json()["status"] == "saved"
+            os.kill(writer, signal.SIGKILL)
+            for title in ("second", "third"):  # written by the server, not lost
+                saved = http.post("/save", json=_note(title, force=True)).json()
+                assert saved["status"] == "saved" and Path(saved["file"]).is_file()
+                hits = http.get("/search", params={"query": title, "mode": "bm25"}).json()
+                assert hits["hits"][0]["id"] == saved["id"]
+
+
+@pytest.fixture
+def worker(brain: ops.Brain, home: Path) -> WriteWorker:
+    brain.close()
+    return WriteWorker(home, home / "logs" / "writeworker.log")
+
+
+def _save(worker: WriteWorker, title: str) -> dict[str, object]:
+    data = ops.SaveInput(title=title, body="restart it afterwards").model_dump(mode="json")
+    output: dict[str, object] = worker.run("save", data, "http", None)
+    return output
+
+
+def _handed(worker: WriteWorker, title: str) -> dict[str, object]:
+    """Save through the child once it has loaded (until then the server would write)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return _save(worker, title)
+        except Unavailable:
+            assert time.monotonic() < deadline, "the child never took a write"
+            time.sleep(0.2)
+
+
+def test_a_write_the_child_cannot_finish_is_reported_and_the_next_is_written_here(
+    worker: WriteWorker, home: Path
+) -> None:
+    worker.start()
+    try:
+        assert _handed(worker, "before it hangs")["status"] == "saved"
+        child = worker.pid
+        assert child is not None
+        worker.patience_s = 5.0
+        os.kill(child, signal.SIGSTOP)  # a child that gets no CPU at all takes nothing
+        with pytest.raises(Unavailable):  # so the server writes it itself
+            _save(worker, "while it hangs")
+        assert not _running(child)  # stopped, never to take a write later
+        with pytest.raises(Unavailable):  # for RESTART_AFTER_S the server writes itself
+            _save(worker, "right after")
+        worker._down_until = 0.0  # as if RESTART_AFTER_S had passed
+        assert _handed(worker, "a new child")["status"] == "saved"
+        child = worker.pid
+        assert child is not None and worker.handed == 2
+        other = ops.Brain(home)  # another writer holds the index past the server's patience
+        try:
+            with other.store.db.write(), pytest.raises(UserError) as held:
+                _save(worker, "while another writes")
+        finally:
+            other.close()
+        assert held.value.status == 503 and "may not have finished" in held.value.message
+        assert not _running(child)  # stopped, not left to write behind the client's back
+    finally:
+        worker.close()
+
+
+def test_a_child_that_cannot_open_the_home_leaves_the_writes_to_the_server(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    worker = WriteWorker(blocker / "home")
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while worker.pid is not None:  # until it said it cannot: it is stopped
+            with pytest.raises(Unavailable):
+                worker.run("save", {"title": "t", "body": "b"}, "http", None)
+            assert time.monotonic() < deadline, "the child never said it cannot open the home"
+        started = time.monotonic()
+        with pytest.raises(Unavailable):  # no new child, no wait: written here for a while
+            worker.run("save", {"title": "t", "body": "b"}, "http", None)
+        assert time.monotonic() - started < 1 and worker.pid is None
+    finally:
+        worker.close()
