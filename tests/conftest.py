@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import select
 import shutil
 import socket
 import subprocess
@@ -165,30 +167,20 @@ def free_port() -> int:
 def serving(
     home: Path, *args: str, port: int | None = None, token: str | None = None
 ) -> Iterator[str]:
-    """A real `brainmap serve` process on a free port; yields its base URL. Its readiness is
-    probed with ``token`` (default: the one of ``--token``), as a team's server needs one."""
-    port = port or free_port()
+    """A real `brainmap serve` process (on ``port``, else on one the system picks, read from
+    its banner: a port picked here first could be taken meanwhile by another test's server);
+    yields its base URL. Its readiness is probed with ``token`` (default: the one of
+    ``--token``), as a team's server needs one."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "brainmap",
-            "--home",
-            str(home),
-            "serve",
-            "--port",
-            str(port),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+        [sys.executable, "-m", "brainmap", "--home", str(home), "serve", "--port",
+         str(port or 0), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     token = token or next((args[i + 1] for i, a in enumerate(args) if a == "--token"), None)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
+        url = f"http://127.0.0.1:{port}" if port else _banner_url(proc, deadline)
         while True:
             if proc.poll() is not None:
                 raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
@@ -207,6 +199,26 @@ def serving(
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _banner_url(proc: subprocess.Popen[str], deadline: float) -> str:
+    """The URL in the banner `brainmap serve` writes to stderr once it listens (read from the
+    descriptor: the text stream's buffer would hide lines from select)."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"server exited: {seen.decode(errors='replace')}")
+        seen += chunk
+        found = re.search(rb"brainmap serving http://(?:\[[^\]]*\]|[^\s:/]+):(\d+)", seen)
+        if found:  # whatever address it listens on, loopback reaches it
+            return f"http://127.0.0.1:{found.group(1).decode()}"
+    raise AssertionError(f"server did not start: {seen.decode(errors='replace')}")
 
 
 @pytest.fixture(scope="module")
