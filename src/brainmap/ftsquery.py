@@ -255,8 +255,9 @@ class TermStats:
     languages and the frequencies found are kept until ``STALE_SHARE`` of the index has
     changed since they were read (a note saved every second would otherwise have every query
     read its words again, and the first after each save count every entry): a few rows more
-    or less do not change what a term weighs, nor which languages the index is in. A term found nowhere is looked up again after any change, so
-    that a note just saved is found by its new words.
+    or less do not change what a term weighs, nor which languages the index is in. A term
+    found nowhere is looked up again after any change, so that a note just saved is found by
+    its new words.
     """
 
     def __init__(self, max_terms: int = MAX_CACHED_TERMS) -> None:
