@@ -65,3 +65,14 @@ def running(pid: int) -> bool:
         return stat(pid)[0] != "Z"
     except OSError:
         return False
+
+
+def writer_of(home: Path) -> int:
+    """The pid of the one writer process of ``home`` (a server's), once it runs."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = [p for p in pids() if cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
+        if len(found) == 1:
+            return found[0]
+        assert time.monotonic() < deadline, f"no writer process: {found}"
+        time.sleep(0.1)

@@ -30,6 +30,7 @@ from brainmap.store.team import WriteRow
 from brainmap.team import Team, digest, mint
 from conftest import both_backends, drop_index, run_cli, serving, write
 from gui_fixtures import LAPTOP, PHONE, console_errors, shot, shots_folder
+from processes import cpu_ticks, settled, writer_of
 
 SECRET = "Vault unseal keys rotate every quarter at the Zurich office"
 
@@ -194,6 +195,30 @@ def test_mcp_offers_and_runs_each_user_only_their_tools(team_server: dict[str, A
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     refused = httpx.post(f"{url}/mcp", json=hello, headers=_as("bmt_" + "y" * 43))
     assert refused.status_code == 401
+
+
+def test_a_team_users_save_runs_in_the_servers_writer_and_sees_only_their_libraries(
+    team_server: dict[str, Any], home: Path
+) -> None:
+    """The writer process suggests a user's tags from the entries that user may read: alice
+    saving a copy of a note in a library she may not read learns nothing of its tags."""
+    url, tokens, secret = team_server["url"], team_server["tokens"], team_server["secret"]
+    alice = _as(tokens["alice"])
+    writer = writer_of(home)
+    busy = settled(writer)  # loaded: it takes the next write
+    copy = {"title": "Key rotation runbook", "body": f"{SECRET}. See [[Zebra Vault]].",
+            "library": "example"}  # fmt: skip
+    with httpx.Client(base_url=url, timeout=120) as http:
+        first = http.post("/save", headers=alice, json=copy)
+        assert cpu_ticks(writer) > busy  # the child wrote it
+        assert first.status_code == 200 and first.json()["status"] == "saved"
+        assert "zebratag" not in first.text and secret not in first.text
+        again = http.post("/save", headers=alice, json=copy).json()
+        assert again["status"] == "duplicate"
+        assert [c["id"] for c in again["candidates"]] == [first.json()["id"]]
+    log = ops.write_log(ops.Brain(home), ops.WriteLogInput()).writes
+    outcomes = [(w.member, w.library, w.outcome) for w in log if w.op == "save"]
+    assert sorted(outcomes) == [("alice", "example", "done"), ("alice", "example", "unchanged")]
 
 
 def test_a_read_only_team_server_says_it_is_read_only(

@@ -3,8 +3,10 @@ processes on real homes with the bundled model, a real `brainmap serve`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -13,22 +15,11 @@ import pytest
 
 from brainmap import ops
 from brainmap.errors import UserError
-from brainmap.writeworker import Unavailable, WriteWorker
+from brainmap.writeworker import Unavailable, WriteFailed, WriteWorker
 from conftest import serving
-from processes import cmdline, cpu_ticks, nice, pids, running, settled, stat
+from processes import cmdline, cpu_ticks, nice, pids, running, settled, stat, writer_of
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc")
-
-
-def _writer_of(home: Path) -> int:
-    """The pid of the one writer process of ``home``, once it runs."""
-    deadline = time.monotonic() + 60
-    while True:
-        found = [p for p in pids() if cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
-        if len(found) == 1:
-            return found[0]
-        assert time.monotonic() < deadline, f"no writer process: {found}"
-        time.sleep(0.1)
 
 
 def _note(title: str, **more: object) -> dict[str, object]:
@@ -40,7 +31,7 @@ def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
 ) -> None:
     brain.close()
     with serving(home) as url:
-        writer = _writer_of(home)
+        writer = writer_of(home)
         deadline = time.monotonic() + 60
         while nice(writer) != 19:  # the child lowers its priority as it starts
             assert time.monotonic() < deadline, "the writer runs at its parent's priority"
@@ -71,7 +62,7 @@ def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
             newer = http.post("/save", json=_note("certificates, the new way", force=True)).json()
             superseded = http.post("/supersede", json={"old": saved["id"], "new": newer["id"]})
             assert superseded.status_code == 200, superseded.text
-        assert _writer_of(home) == writer  # one child did them all
+        assert writer_of(home) == writer  # one child did them all
         # the server embedded no passage itself: it would have started its passage worker
         assert not [p for p in pids() if "brainmap.passageworker" in cmdline(p)
                     and cmdline(int(stat(p)[1])).count(str(home))]  # fmt: skip
@@ -85,7 +76,7 @@ def test_a_server_hands_its_writes_to_a_child_at_the_lowest_priority(
 def test_a_server_writes_itself_while_its_child_is_down(brain: ops.Brain, home: Path) -> None:
     brain.close()
     with serving(home) as url:
-        writer = _writer_of(home)
+        writer = writer_of(home)
         with httpx.Client(base_url=url, timeout=120) as http:
             assert http.post("/save", json=_note("first")).json()["status"] == "saved"
             os.kill(writer, signal.SIGKILL)
@@ -94,6 +85,38 @@ def test_a_server_writes_itself_while_its_child_is_down(brain: ops.Brain, home: 
                 assert saved["status"] == "saved" and Path(saved["file"]).is_file()
                 hits = http.get("/search", params={"query": title, "mode": "bm25"}).json()
                 assert hits["hits"][0]["id"] == saved["id"]
+
+
+def test_a_child_blocked_in_a_write_ends_with_its_killed_server(
+    brain: ops.Brain, home: Path
+) -> None:
+    brain.close()
+    with serving(home) as url, httpx.Client(base_url=url, timeout=120) as http:
+        writer = writer_of(home)
+        busy = settled(writer)
+        assert http.post("/save", json=_note("before the crash")).json()["status"] == "saved"
+        assert cpu_ticks(writer) > busy  # the child has loaded and writes
+        server = int(stat(writer)[1])
+        other = ops.Brain(home)
+        try:
+            with other.store.db.write():  # the next write waits for this lock (10 s at most)
+
+                def blocked() -> None:
+                    with contextlib.suppress(httpx.HTTPError):  # the server dies meanwhile
+                        http.post("/save", json=_note("during the crash"))
+
+                client = threading.Thread(target=blocked)
+                client.start()
+                time.sleep(1.5)  # the child took it and waits for the lock
+                assert running(writer)
+                os.kill(server, signal.SIGKILL)
+                deadline = time.monotonic() + 3
+                while running(writer) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert not running(writer), "the writer outlived its server"
+        finally:
+            other.close()
+        client.join(timeout=30)
 
 
 @pytest.fixture
@@ -125,6 +148,9 @@ def test_a_write_the_child_cannot_finish_is_reported_and_the_next_is_written_her
     worker.start()
     try:
         assert _handed(worker, "before it hangs")["status"] == "saved"
+        with pytest.raises(WriteFailed) as failed:  # the kind it raised there comes back
+            worker.run("stats", {}, "http", None)
+        assert failed.value.kind == "ValueError" and "not a write" in str(failed.value)
         child = worker.pid
         assert child is not None
         worker.patience_s = 5.0

@@ -58,6 +58,15 @@ class Unavailable(Exception):
     """No child took the write (it wrote nothing): the caller runs it itself."""
 
 
+class WriteFailed(RuntimeError):
+    """The child's write failed unexpectedly (its traceback is in the child's log);
+    ``kind`` names the exception it raised there."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class WriteWorker:
     """The server's handle on the child: thread-safe, one write at a time."""
 
@@ -90,8 +99,9 @@ class WriteWorker:
     def run(self, op: str, data: dict[str, Any], caller: str, view: list[str] | None) -> Any:
         """The JSON output of op ``op`` run by the child on input ``data`` for ``caller``,
         seeing the libraries ``view`` (None: all). Raises :class:`Unavailable` when no child
-        took it (it wrote nothing), the op's :class:`UserError` as the child raised it, and
-        :class:`UserError` (503) when the child died or hung during the write."""
+        took it (it wrote nothing), the op's :class:`UserError` as the child raised it,
+        :class:`WriteFailed` for any other error there, and :class:`UserError` (503) when the
+        child died or hung during the write."""
         request = {"op": op, "input": data, "caller": caller, "view": view}
         if not self._lock.acquire(timeout=QUEUE_PATIENCE_S):
             raise Unavailable  # the child is busy with other writes: this one runs here
@@ -108,7 +118,10 @@ class WriteWorker:
                 str(error.get("message")), hint=error.get("hint"), status=int(error["status"])
             )
         if "failure" in answer:
-            raise RuntimeError(f"the {op} failed in the writer process: {answer['failure']}")
+            raise WriteFailed(
+                f"the {op} failed in the writer process: {answer['failure']}",
+                str(answer.get("kind") or "RuntimeError"),
+            )
         self.handed += 1
         return answer.get("result")
 

@@ -414,7 +414,7 @@ def run(o: Op, brain: Brain, inp: BaseModel, caller: Caller, who: Requester | No
             result = o.run(brain, inp, caller)
         except Exception as exc:
             if o.writes:
-                detail = exc.message if isinstance(exc, UserError) else type(exc).__name__
+                detail = exc.message if isinstance(exc, UserError) else _kind(exc)
                 _log(who, o, touched, "failed", detail)
             raise
         if rule.cut is not None:
@@ -422,6 +422,14 @@ def run(o: Op, brain: Brain, inp: BaseModel, caller: Caller, who: Requester | No
     if o.writes:
         _log(who, o, touched, _outcome(result), "", _target(result))
     return result
+
+
+def _kind(exc: Exception) -> str:
+    """What failed, for the log: a write that failed in the server's writer process by the
+    kind it raised there."""
+    from brainmap.writeworker import WriteFailed
+
+    return exc.kind if isinstance(exc, WriteFailed) else type(exc).__name__
 
 
 def _outcome(result: Any) -> str:

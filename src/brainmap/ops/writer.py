@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Any, BinaryIO
 
@@ -61,15 +63,32 @@ def _answer(brain: Brain, request: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         from pydantic import ValidationError
 
+        kind = type(exc).__name__
         if isinstance(exc, ValidationError):  # the server validated it: a version mismatch
-            return {"failure": describe_errors(exc.errors())}
+            return {"failure": describe_errors(exc.errors()), "kind": kind}
         traceback.print_exc()  # into the child's log
-        return {"failure": f"{type(exc).__name__}: {exc}"}
+        return {"failure": f"{kind}: {exc}", "kind": kind}
+
+
+def end_with(parent: int, every_s: float = 0.5) -> None:
+    """End this process as soon as ``parent`` is gone. The end of its input ends the loop
+    between writes; this ends one blocked meanwhile (on a lock another process holds, say),
+    which would otherwise write long after its server died, for no client. What it was
+    writing is lost as with the server's own crash: the file is whole or absent, and the
+    index rolls back."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-server", daemon=True).start()
 
 
 def main() -> None:
     """Answer on what was stdout; whatever else writes to stdout (a library's print) goes to
     stderr, the child's log, instead of into the answers."""
+    end_with(os.getppid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the server decides
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     answers = os.fdopen(os.dup(1), "wb")
