@@ -66,6 +66,9 @@ def test_stems_in_english_spanish_and_italian() -> None:
     assert other_forms("She painted and was painting", "english").split() == ["paint", "paint"]
     assert other_forms("Comprime los archivos", "spanish").split() == ["comprim", "archiv"]
     assert other_forms("Comprimere gli archivi", "italian").split() == ["comprim", "archiv"]
+    # Greek stems are unaccented: a query typed without accents meets them
+    assert other_forms("μαγείρευε μουσακά", "greek").split() == ["μαγειρευ", "μουσακ"]
+    assert term_stems("μουσακα", ("greek",)) == {"μουσακα": ["μουσακ"]}
     assert other_forms("paint the wall", "english") == ""  # nothing beyond what is written
     assert other_forms("painted", "none") == ""
     # the query side: each term with its stems, folded, in the languages asked for
@@ -79,6 +82,7 @@ def test_language_is_told_by_function_words() -> None:
     assert detect_language("What did she paint in the summer of that year?") == "english"
     assert detect_language("Comprime o descomprime los archivos de una carpeta") == "spanish"
     assert detect_language("Crea un archivio compresso della cartella con i file") == "italian"
+    assert detect_language("Η γιαγιά μαγείρευε για όλη την οικογένεια") == "greek"
     assert detect_language("tar xzf") is None
     assert detect_language("用 ssh-keygen 生成密钥") is None
 

@@ -259,6 +259,8 @@ def test_stems_find_other_forms_and_exact_forms_score_higher(
         library / "es" / "pintura.md", "# Taller\n\nAna pintaba cuadros de paisajes cada domingo.\n"
     )
     write(library / "it" / "pittura.md", "# Corso\n\nLa nonna dipingeva paesaggi di montagna.\n")
+    write(library / "el" / "syntagi.md",
+          "# Συνταγή\n\nΗ γιαγιά μαγείρευε μουσακά κάθε Κυριακή για την οικογένεια.\n")  # fmt: skip
     ops.reindex(brain, ops.ReindexInput())
     paths = [h.path for h in brain.searcher.search("painting", mode="bm25").hits]
     assert paths[:2] == ["art/painting.md", "art/painted.md"]  # the exact form first
@@ -266,8 +268,11 @@ def test_stems_find_other_forms_and_exact_forms_score_higher(
     assert es and es[0].path == "es/pintura.md"  # pinta ~ pintaba, paisajes as written
     it = brain.searcher.search("chi dipinge i paesaggi", mode="bm25").hits
     assert it and it[0].path == "it/pittura.md"  # dipinge ~ dipingeva, paesaggi ~ paesaggi
+    # Greek typed without its accents, as people often do: the stems are unaccented
+    el = brain.searcher.search("τι μαγειρευει η γιαγια", mode="bm25").hits
+    assert el and el[0].path == "el/syntagi.md"
     languages = set(brain.store.entries.languages())
-    assert {"english", "spanish", "italian"} <= languages
+    assert {"english", "spanish", "italian", "greek"} <= languages
 
 
 def test_bracketed_mnemonics_and_array_subscripts_are_both_found(

@@ -314,6 +314,12 @@ _FUNCTION_WORDS = {
     wo wann was wer welche welcher welches ich du er sie es wir ihr dass auch nur noch kann für
     über daß
     """,
+    "greek": """
+    και κι το τα η ο οι τη την της του των τον τις τους στο στα στη στην στον στις στους στου
+    με σε για από προς που είναι ήταν να θα δεν δε μη μην ένα ένας μια μία αυτό αυτή αυτός
+    αυτά αυτές αυτοί ως ή αλλά όπως όταν πως πώς τι ποιος ποια ποιο έχει έχουν είχε μας σας
+    μου σου εγώ εσύ εμείς εσείς κάθε πολύ πιο μόνο επίσης ακόμα όλα όλοι
+    """,
     "russian": """
     и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее
     мне было вот от меня еще нет о из ему когда даже ну ли если уже или ни быть был него до
@@ -335,9 +341,9 @@ DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be tol
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
 # library indexed with an older one is re-read in full by the next reindex.
-ANALYZER_VERSION = 4  # 2: a line longer than a unit is cut; labels lose control characters;
+ANALYZER_VERSION = 5  # 2: a line longer than a unit is cut; labels lose control characters;
 # 3: the headings before a run of turns open its first unit; 4: C# and C++ spelt out, a
-# line before a run of turns captions it
+# line before a run of turns captions it; 5: Greek told and stemmed
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 
