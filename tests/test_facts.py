@@ -965,6 +965,9 @@ services:
     container_name: web
 """,
     )
+    # the project named by .env's COMPOSE_PROJECT_NAME, over the file's name: and the folder
+    write(lib / "e" / "compose.yaml", "name: ignored\nservices:\n  web:\n    ports: ['6060:80']\n")
+    write(lib / "e" / ".env", "# the project\nCOMPOSE_PROJECT_NAME=Shop_Front\n")
     ps = write(tmp_path / "ps.json", json.dumps({
         "Names": "d-web-1", "Image": "shared/base", "Ports": "0.0.0.0:7000->7000/tcp",
         "Labels": "com.docker.compose.project=d,com.docker.compose.service=web"}) + "\n")  # fmt: skip
@@ -976,6 +979,8 @@ services:
     assert facts[("service:b/app/web", "publishes", "port:9090")].confidence == "hypothesis"
     assert facts[("service:c/web", "publishes", "port:80")].confidence == "hypothesis"
     assert ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts == []
+    assert facts[("service:shop_front/web", "publishes", "port:6060")]
+    assert not [f for f in facts if f[0] in ("service:ignored/web", "service:e/web")]
     web = facts[("service:d/web", "publishes", "port:7000")]  # the merge key's ports
     assert web.confidence == "confirmed"  # the label says web: not proxy's container_name
     brain.close()

@@ -82,14 +82,25 @@ def interpolate(raw: str, env: Mapping[str, str]) -> str:
 
 
 def project_of(text: str, env: Mapping[str, str]) -> str | None:
-    """The project a compose file names with ``name:``, else None."""
+    """The project a compose file's folder names: ``COMPOSE_PROJECT_NAME`` in its ``.env``,
+    else the file's ``name:``; None when neither does (the folder's name is used)."""
+    if chosen := _chosen(env):
+        return chosen
     try:
         return _named(parse(text), env)
     except BudgetExceeded:  # its files fall back to the folder's name; collect() says why
         return None
 
 
+def _chosen(env: Mapping[str, str]) -> str | None:
+    """The project ``COMPOSE_PROJECT_NAME`` sets (docker compose takes it over ``name:``)."""
+    chosen = env.get("COMPOSE_PROJECT_NAME", "").strip()
+    return project_name(chosen) if chosen else None
+
+
 def _named(root: Node | None, env: Mapping[str, str]) -> str | None:
+    if chosen := _chosen(env):
+        return chosen
     name = root.get("name") if root is not None else None
     if name is None or not name.text:
         return None
@@ -115,7 +126,8 @@ def collect(
     layer: str | None = None,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
-    where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``.
+    where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``
+    or its ``.env`` (``env``) sets ``COMPOSE_PROJECT_NAME``.
 
     The observations of a ``layer`` (:func:`layer_of`) say so in their props. In the
     override file, a service whose ``ports`` or ``expose`` list is tagged ``!override`` or
