@@ -986,6 +986,27 @@ services:
     brain.close()
 
 
+def test_a_layer_replaces_the_base_files_single_values(home: Path, tmp_path: Path) -> None:
+    """An image or container name the override file or a variant sets replaces the base
+    file's in that view (docker compose merges one value per service so): no conflict."""
+    lib = tmp_path / "lab"
+    write(lib / "blog" / "compose.yaml", "services:\n  web: {image: 'nginx:1.24', "
+          "container_name: blog-web, ports: ['8080:80']}\n")  # fmt: skip
+    write(lib / "blog" / "compose.override.yaml",
+          "services:\n  web: {image: 'nginx:1.25', container_name: blog-web-dev}\n")  # fmt: skip
+    write(lib / "blog" / "compose.prod.yaml", "services:\n  web: {image: 'nginx:1.26'}\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+    held = {(f.predicate, f.object): f.layers for k, f in _facts(brain).items()}
+    assert held[("image", "image:nginx:1.25")] == ["override"]
+    assert held[("image", "image:nginx:1.26")] == ["prod"]
+    assert ("image", "image:nginx:1.24") not in held  # replaced in every view
+    assert held[("container_name", "container:blog-web")] == ["prod"]  # not in the default
+    assert held[("publishes", "port:8080")] == []  # a list: the layers add to it
+    assert ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts == []
+    brain.close()
+
+
 def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path: Path) -> None:
     lib = tmp_path / "lab"
     write(lib / "shop" / "README.md", README_AGREES)
@@ -1245,6 +1266,12 @@ services:
   api: {ports: ['3443:3443']}
   grafana: {image: grafana/grafana, ports: ['3030:3000']}
 """)  # fmt: skip
+    # a variant that replaces the base file's list itself
+    write(lib / "shop" / "compose.yaml", "services:\n  store: {ports: ['7000:7000']}\n")
+    write(lib / "shop" / "compose.staging.yaml",
+          "services:\n  store:\n    ports: !override ['7100:7000']\n")  # fmt: skip
+    write(lib / "shop" / "README.md", "The store: http://localhost:7000, in staging "
+          "http://localhost:7100.\n")  # fmt: skip
     write(lib / "blog" / "README.md", "Open http://localhost:8888; the API answers on "
           "http://localhost:3000 and http://localhost:3001.\n")  # fmt: skip
     write(lib / "dice" / "docker-compose.yml",
@@ -1274,6 +1301,18 @@ services:
     # -f compose.yaml -f compose.prod.yaml: the base file and the variant, not the override
     assert answer("which port does the api service of blog publish in prod") == (
         "3000, 3443 (not confirmed: 3443; blog/compose.override.yaml, not read with -f, says 3001)"
+    )
+    # the prod view reads the base file's lists the override file replaced
+    assert answer("which port does the web service of blog publish in prod") == (
+        "80, 443, 8080 (not confirmed: 443; blog/compose.override.yaml, not read with -f, "
+        "says 8888)"
+    )
+    admin = ask("which port does the admin service of blog publish in prod")  # one source
+    assert [(f.object, f.layers) for f in admin.facts] == [("port:9000", ["prod"])]
+    # a variant's own !override: the base file's 7000 is not in its view, nor told aside
+    assert answer("which port does the store service of shop publish in staging") == "7100"
+    assert answer("which port does the store service of shop publish") == (
+        "7000 (shop/compose.staging.yaml, applied with -f, says 7100)"
     )
     # declared by the variant alone: what it says, not "publishes no port"
     assert answer("which port does the grafana service of blog publish") == (

@@ -13,7 +13,6 @@ from brainmap.collectors import (
     EXPOSES,
     IMAGE,
     NETWORK,
-    OVERRIDE_LAYER,
     PART_OF,
     PUBLISHES,
     RANDOM_HOST_PORT,
@@ -130,9 +129,9 @@ def collect(
     or its ``.env`` (``env``) sets ``COMPOSE_PROJECT_NAME``.
 
     The observations of a ``layer`` (:func:`layer_of`) say so in their props. In the
-    override file, a service whose ``ports`` or ``expose`` list is tagged ``!override`` or
-    ``!reset`` (replacing the base file's list, not adding to it) says which in its
-    ``part_of``'s ``replaces``."""
+    override file or a variant, a service whose ``ports`` or ``expose`` list is tagged
+    ``!override`` or ``!reset`` (replacing the base file's list, not adding to it) says which
+    in its ``part_of``'s ``replaces``."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -145,7 +144,7 @@ def collect(
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
         props: dict[str, object] = {}
-        if layer == OVERRIDE_LAYER:
+        if layer:  # the override file, or a variant
             lists = [svc.get(k) for k in ("ports", "expose")]
             replaced = [k for k, n in zip(("ports", "expose"), lists, strict=True)
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip

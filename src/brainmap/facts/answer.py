@@ -337,11 +337,11 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
-    in_view = _compose_view(q.free, facts)
+    in_view, replaced = _compose_view(q.free, facts)
     standing: list[tuple[int, FactRow]] = []  # not contradicted, in the question's view
     elsewhere: list[tuple[int, FactRow]] = []  # not contradicted, in compose files aside
     for strength, f in hits:
-        if f.confidence != CONTRADICTED:
+        if f.confidence != CONTRADICTED and not replaced(f):
             (standing if in_view(f) else elsewhere).append((strength, f))
     top = max((s for s, _ in standing), default=None)
     exposing = bool(q.free & _EXPOSE_WORDS)
@@ -390,21 +390,27 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     return Reply(answering + peers, lead, against, silent, asked, aside)
 
 
-def _compose_view(free: set[str], facts: list[FactRow]) -> Callable[[FactRow], bool]:
+def _compose_view(
+    free: set[str], facts: list[FactRow]
+) -> tuple[Callable[[FactRow], bool], Callable[[FactRow], bool]]:
     """Whether a fact holds in the compose files a question is about (pairing's ``layers``:
-    a fact without them holds in every view). ``docker compose up`` reads the base file and
-    the override file; a variant the question names ("... in prod": compose.prod.yaml) is
-    read with ``-f``, beside the base file and without the override file."""
+    a fact without them holds in every view), and whether a file of that view replaced it
+    (``!override``: it is no other view's answer either). ``docker compose up`` reads the
+    base file and the override file; a variant the question names ("... in prod":
+    compose.prod.yaml) is read with ``-f``, beside the base file and without the override
+    file."""
     variants = {str(layer) for f in facts for layer in f.props.get("layers", ())} - {OVERRIDE_LAYER}
     named = {v for v in variants if _names_variant(v, free)}
+    view = named or {OVERRIDE_LAYER}
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")
-        if not layers:
-            return True
-        return bool(named.intersection(layers)) if named else OVERRIDE_LAYER in layers
+        return not layers or bool(view.intersection(layers))
 
-    return in_view
+    def replaced(f: FactRow) -> bool:
+        return not in_view(f) and bool(view.intersection(f.props.get("replaced_in", ())))
+
+    return in_view, replaced
 
 
 def _names_variant(variant: str, free: set[str]) -> bool:

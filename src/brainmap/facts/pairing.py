@@ -52,7 +52,8 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
 # The version of the rules below: a brain paired by other rules is paired again, by these,
 # at its next reindex or collect, though its observations did not change.
-PAIRING_RULES = 3  # 3: compose layers (override, variants) and random host ports
+PAIRING_RULES = 4  # 3: compose layers (override, variants) and random host ports; 4: the
+# base file's lists replaced in some views only
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
@@ -139,48 +140,73 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
 
 
 def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationRecord]:
-    """The compose observations as ``docker compose up`` reads the files of a folder: of
-    several base files the one it picks (``compose.yaml`` before ``docker-compose.yml``), of
-    several override files likewise, and without the base file's ports that the override
-    file replaces (``!override``, ``!reset``). The lists of the files it reads otherwise add
-    up; variants (applied with ``-f``) are kept, marked by their layer. (A variant read with
-    ``-f`` sees the base file without the override file: its answer then lacks what the
-    override file replaced.)"""
+    """The compose observations as docker compose reads the files of a folder: of several
+    base files the one it picks (``compose.yaml`` before ``docker-compose.yml``), of several
+    override files likewise, each marked by the views it holds in. ``docker compose up`` reads
+    the base file and the override file (the view named by :data:`OVERRIDE_LAYER`); a variant
+    (``compose.prod.yaml``: prod) is read with ``-f``, beside the base file and without the
+    override file. The lists of the files read together add up, but where one tags a
+    service's ``ports`` or ``expose`` ``!override`` or ``!reset`` the base file's list is not
+    in that view, nor a single value (an image, a container name) the other file sets too:
+    a base file's observation then says in ``views`` the views it still holds in (none: it
+    is dropped) and in ``replaced_in`` where it was replaced. An observation of
+    the override file or a variant says its ``layer``; the others hold in every view."""
     present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
     for obs in observations:
         if obs.method == "compose":
             folder, _, name = obs.path.rpartition("/")
             present[folder].add(name)
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
+    views: dict[str, set[str]] = {}  # folder -> the views of its files
     for folder, names in present.items():
         read[folder] = {
             next((n for n in options if n in names), "")
             for options in (compose.BASE_NAMES, compose.OVERRIDE_NAMES)
         }
-    replacing: set[tuple[str, str, str]] = set()  # (folder, service, list) an override replaces
+        layers = {compose.layer_of(n) for n in names} - {None, OVERRIDE_LAYER}
+        views[folder] = {OVERRIDE_LAYER} | {str(layer) for layer in layers}
+    # (folder, service, list or single-valued predicate) -> the views whose file replaces
+    # what the base file says of it
+    replacing: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for obs in observations:
-        if obs.method == "compose" and obs.predicate == PART_OF and obs.props.get("replaces"):
-            folder, _, name = obs.path.rpartition("/")
-            if name in read[folder]:
-                replacing.update((folder, obs.subject, what) for what in obs.props["replaces"])
-
-    def kept(obs: ObservationRecord) -> bool:
-        if obs.method != "compose":
-            return True
+        layer = obs.props.get("layer")
+        if obs.method != "compose" or layer is None:
+            continue
         folder, _, name = obs.path.rpartition("/")
-        if obs.props.get("layer") not in (None, OVERRIDE_LAYER):
-            return True  # a variant
-        if name not in read[folder]:
-            return False  # a second base or override file docker does not read
-        if "layer" in obs.props or not replacing:
-            return True
-        if obs.predicate == PUBLISHES or _random_mapping(obs):
-            return (folder, obs.subject, "ports") not in replacing
-        if obs.predicate == EXPOSES:
-            return (folder, obs.subject, "expose") not in replacing
-        return True
+        if layer == OVERRIDE_LAYER and name not in read[folder]:
+            continue
+        if obs.predicate == PART_OF:
+            for what in obs.props.get("replaces", ()):
+                replacing[(folder, obs.subject, what)].add(str(layer))
+        elif obs.predicate in SINGLE_VALUED:  # an image, a container name: one per service
+            replacing[(folder, obs.subject, obs.predicate)].add(str(layer))
 
-    return [obs for obs in observations if kept(obs)]
+    def as_read(obs: ObservationRecord) -> ObservationRecord | None:
+        if obs.method != "compose":
+            return obs
+        folder, _, name = obs.path.rpartition("/")
+        layer = obs.props.get("layer")
+        if layer not in (None, OVERRIDE_LAYER):
+            return obs  # a variant
+        if name not in read[folder]:
+            return None  # a second base or override file docker does not read
+        if layer is not None or not replacing:
+            return obs
+        if obs.predicate == PUBLISHES or _random_mapping(obs):
+            replaced = replacing.get((folder, obs.subject, "ports"))
+        elif obs.predicate == EXPOSES:
+            replaced = replacing.get((folder, obs.subject, "expose"))
+        else:
+            replaced = replacing.get((folder, obs.subject, obs.predicate))
+        if not replaced:
+            return obs
+        holds = views[folder] - replaced
+        if not holds:
+            return None
+        props = {**obs.props, "views": sorted(holds), "replaced_in": sorted(replaced)}
+        return replace(obs, props=props)
+
+    return [kept for obs in observations if (kept := as_read(obs)) is not None]
 
 
 def _random_mapping(obs: ObservationRecord) -> bool:
@@ -446,11 +472,15 @@ def _edge(
         props["published"] = RANDOM_HOST_PORT  # on a host port docker picks at start
         props["what"] = (f"{describe(subject, PUBLISHES, obj)} (container port) on a random "
                          "host port")  # fmt: skip
-    # declared only by compose files beside the base file (whatever the docs say): their
-    # layers; what runs (runtime) is in every view, whichever files it was started with
-    layers = {o.props.get("layer") for o in support if o.method == "compose"}
-    if layers and None not in layers and RUNTIME not in {o.kind for o in support}:
-        props["layers"] = sorted(str(layer) for layer in layers)
+    # declared in some views only (whatever the docs say): those views; what runs (runtime)
+    # is in every view, whichever files it was started with
+    held = [_views(o) for o in support if o.method == "compose"]
+    limited = [views for views in held if views is not None]
+    if held and len(limited) == len(held) and RUNTIME not in {o.kind for o in support}:
+        props["layers"] = sorted(set().union(*limited))
+        replaced = {v for o in support for v in o.props.get("replaced_in", ())}
+        if replaced:
+            props["replaced_in"] = sorted(replaced)
     if state.slots:
         props["conflict"] = sorted(set(state.slots))
     if state.against:
@@ -462,6 +492,14 @@ def _edge(
         observed_at=newest.observed_at, source_rev=newest.source_rev, props=props,
         confidence=confidence,
     )  # fmt: skip
+
+
+def _views(obs: ObservationRecord) -> set[str] | None:
+    """The compose views an observation holds in (:func:`_as_docker_reads`; None: all)."""
+    if "views" in obs.props:
+        return set(obs.props["views"])
+    layer = obs.props.get("layer")
+    return None if layer is None else {str(layer)}
 
 
 def _observer(obs: ObservationRecord) -> str:
