@@ -1007,6 +1007,44 @@ def test_a_layer_replaces_the_base_files_single_values(home: Path, tmp_path: Pat
     brain.close()
 
 
+def test_a_service_that_extends_another_of_its_file_has_its_ports(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "app" / "compose.yaml", """\
+services:
+  base:
+    image: example/app:1
+    ports: ['8000:8000']
+    environment: [LOG_LEVEL]
+  web:
+    extends: {service: base}
+    ports: ['8443:8443']
+  worker:
+    extends: base
+    image: example/worker
+    ports: !override ['9000:9000']
+  remote:
+    extends: {file: other.yaml, service: base}
+    ports: ['7000:7000']
+  loop_a: {extends: loop_b, ports: ['7100:7100']}
+  loop_b: {extends: loop_a, ports: ['7200:7200']}
+""")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    said: dict[tuple[str, str], set[str]] = {}
+    for subject, predicate, obj in _facts(brain):
+        said.setdefault((subject.removeprefix("service:app/"), predicate), set()).add(obj)
+    assert said[("web", "publishes")] == {"port:8000", "port:8443"}
+    assert said[("web", "image")] == {"image:example/app:1"}
+    assert said[("web", "env_var")] == {"env:LOG_LEVEL"}
+    assert said[("worker", "publishes")] == {"port:9000"}  # its own list replaces the base's
+    assert said[("worker", "image")] == {"image:example/worker"}
+    assert said[("remote", "publishes")] == {"port:7000"}  # another file's: not followed
+    assert said[("loop_a", "publishes")] == {"port:7100", "port:7200"}
+    brain.close()
+
+
 def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path: Path) -> None:
     lib = tmp_path / "lab"
     write(lib / "shop" / "README.md", README_AGREES)

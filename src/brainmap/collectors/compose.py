@@ -150,34 +150,67 @@ def collect(
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
             props = {"replaces": replaced} if replaced else {}
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
-        _service(out, svc, subject, project, env, method)
+        _service(out, _extended(services.mapping, svc_name), subject, project, env, method)
     if layer:
         for obs in out:
             obs.props["layer"] = layer
     return only_safe(out)
 
 
+def _extended(services: Mapping[str, Node], name: str) -> list[Node]:
+    """The service ``name`` and the services of the same file it ``extends`` (one another's,
+    in turn), the furthest first: what docker compose merges into it. An ``extends`` with a
+    ``file`` is not followed; a loop ends where it closes."""
+    chain: list[Node] = []
+    seen: set[str] = set()
+    while name not in seen and (node := services.get(name)) is not None:
+        seen.add(name)
+        chain.append(node)
+        extends = node.get("extends")
+        if extends is None:
+            break
+        base = extends.get("service")
+        if extends.get("file") is not None:
+            break
+        name = (base.text if base is not None else extends.text) or ""
+    return chain[::-1]
+
+
+def _merged(chain: list[Node], key: str) -> list[Node]:
+    """The items of a list attribute of an extended service: the bases' and then its own
+    (``!override``, ``!reset``: its own only)."""
+    items: list[Node] = []
+    for node in chain:
+        value = node.get(key)
+        if value is not None:
+            items = (items if value.tag not in REPLACING_TAGS else []) + value.items
+    return items
+
+
 def _service(
     out: list[Observation],
-    svc: Node,
+    chain: list[Node],
     subject: str,
     project: str,
     env: Mapping[str, str],
     method: str,
 ) -> None:
+    """The observations of one service; ``chain``: the services it extends, then itself
+    (their image when it sets none, their ports, exposed ports, volumes and variables)."""
+
     def add(predicate: str, obj: str, line: int, **props: str) -> None:
         out.append(Observation(subject, predicate, obj, line, method, dict(props)))
 
+    svc = chain[-1]
     defaults: dict[str, str] = {}  # only ports take .env values
-    image = svc.get("image")
+    image = next((n.get("image") for n in reversed(chain) if n.get("image") is not None), None)
     if image is not None and image.text:
         add(IMAGE, image_key(interpolate(image.text, defaults)), image.line)
     container = svc.get("container_name")
     if container is not None and container.text:
         name = interpolate(container.text, defaults)
         add(CONTAINER_NAME, "container:" + name, container.line)
-    ports = svc.get("ports")
-    for item in ports.items if ports is not None else []:
+    for item in _merged(chain, "ports"):
         for host_ip, published, target, proto in _ports(item, env):
             if published is None:  # a random host port: reachable, but on no known port
                 add(EXPOSES, port_key(target), item.line, protocol=proto,
@@ -187,8 +220,7 @@ def _service(
                 if host_ip:
                     props["host_ip"] = host_ip
                 add(PUBLISHES, port_key(published), item.line, **props)
-    expose = svc.get("expose")
-    for item in expose.items if expose is not None else []:
+    for item in _merged(chain, "expose"):
         spec, _, proto = interpolate(item.text or "", env).partition("/")
         for port in _expand(spec) or []:
             add(EXPOSES, port_key(port), item.line, protocol=proto or "tcp")
@@ -198,14 +230,16 @@ def _service(
     networks = svc.get("networks")
     for net_name, net_line in _names(networks):
         add(NETWORK, f"network:{project}/{net_name}", net_line)
-    volumes = svc.get("volumes")
-    for item in volumes.items if volumes is not None else []:
+    for item in _merged(chain, "volumes"):
         source, target = _volume(item, defaults)
         if source:
             add(VOLUME, "volume:" + source, item.line, target=target)
-    environment = svc.get("environment")
-    for var, var_line in _env_names(environment):
-        add(ENV_VAR, "env:" + var, var_line)
+    named: set[str] = set()
+    for node in reversed(chain):  # its own first: a base's line for the same name is not
+        for var, var_line in _env_names(node.get("environment")):
+            if var not in named:
+                named.add(var)
+                add(ENV_VAR, "env:" + var, var_line)
 
 
 def _names(node: Node | None) -> list[tuple[str, int]]:
