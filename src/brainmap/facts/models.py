@@ -51,7 +51,9 @@ class Fact:
     protocol: str | None = None
     observed_at: str | None = None
     published: str | None = None  # "random": on a host port docker picks at start
-    layers: list[str] = field(default_factory=list)  # only in these compose files (override, prod)
+    # holds only in these views of its compose files: "override" (docker compose up: the base
+    # and override files), a variant's name (prod: the base file and compose.prod.yaml)
+    layers: list[str] = field(default_factory=list)
 
 
 def _evidence(items: list[dict[str, Any]]) -> list[Evidence]:

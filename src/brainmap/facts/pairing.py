@@ -52,8 +52,8 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
 # The version of the rules below: a brain paired by other rules is paired again, by these,
 # at its next reindex or collect, though its observations did not change.
-PAIRING_RULES = 4  # 3: compose layers (override, variants) and random host ports; 4: the
-# base file's lists replaced in some views only
+PAIRING_RULES = 4  # 3: compose layers (override, variants) and random host ports; 4: what
+# the override file or a variant replaces of the base file (lists, single values) per view
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
