@@ -9,12 +9,17 @@ background thread writes usage.db about once a second while the searches run, as
 server; the events written are counted at the end. Also timed: one flush of a search's
 hits on an open connection (a one-shot CLI process pays it once, at its exit, plus about a
 millisecond to open usage.db).
+
+``--log-searches N`` then logs N searches of ten hits each (a 59-character query, entries of
+a 5,000-entry library) into a fresh usage.db and reports its size per hit once vacuumed
+(``log_bytes_per_hit``): what a server's log grows by.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import time
@@ -24,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import example_brain, ms, percentile
 from brainmap import ops, usage
-from brainmap.store import UsageStore
+from brainmap.store import UsageEvent, UsageStore
 
 QUERIES = [
     "database is locked", "undo the last commit", "compose ports", "retry 429 backoff",
@@ -34,9 +39,35 @@ QUERIES = [
 ]  # fmt: skip
 
 
+def log_size(searches: int, folder: Path) -> dict[str, float]:
+    """usage.db's bytes per logged hit after ``searches`` searches of ten hits."""
+    rng = random.Random(1)
+    entries = [(f"{rng.getrandbits(64):016x}", f"pages/common/cmd{n}.md") for n in range(5000)]
+    query = "list the files of a folder sorted by size in a long format"
+    store = UsageStore(folder / "usage.db")
+    started, t0 = time.perf_counter(), time.time()
+    for first in range(0, searches, 200):  # a server's flush: a second of 200 searches
+        store.add([
+            UsageEvent(usage.stamp(t0 + s / 200), "hit", entry, "tldr", path, "http", query, rank)
+            for s in range(first, min(first + 200, searches))
+            for rank, (entry, path) in enumerate(rng.sample(entries, 10), 1)
+        ])  # fmt: skip
+    written_s = time.perf_counter() - started
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.conn.execute("VACUUM")
+    store.close()
+    hits = searches * 10
+    return {
+        "log_hits": hits,
+        "log_bytes_per_hit": round((folder / "usage.db").stat().st_size / hits, 1),
+        "log_write_us_per_hit": round(written_s / hits * 1e6, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--log-searches", type=int, default=10_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         brain = example_brain(Path(tmp))
@@ -76,6 +107,9 @@ def main() -> None:
         "flush_one_search_ms": ms(flush_s),
         "hits_per_search": len(hits),
     }
+    if args.log_searches:
+        with tempfile.TemporaryDirectory() as tmp:
+            out |= log_size(args.log_searches, Path(tmp))
     print(json.dumps(out))
 
 

@@ -262,6 +262,50 @@ def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(
     assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 5  # two at a time
 
 
+def test_a_search_logs_its_hits_once_and_an_older_log_is_read_and_aged_out(
+    tmp_path: Path,
+) -> None:
+    """A search is one row with its query, its hits a short row each; a file whose hits are
+    events of their own (version 1) keeps them readable until they age out."""
+    path = tmp_path / "usage.db"
+    now = time.time()
+    old, recent = usage.stamp(now - 200 * 86400), usage.stamp(now - 3600)
+    store = UsageStore(path)
+    store.conn.execute("DROP TABLE hit; DROP TABLE search; PRAGMA user_version = 1")
+    store.add([_logged(old, "get")])
+    store.conn.execute(  # a hit as version 1 logged it
+        "INSERT INTO event(at, kind, entry_id, library, path, interface, query, rank) "
+        "VALUES (?, 'hit', 'e1', 'lib', 'e1.md', 'cli', 'old query', 1)", (old,)
+    )
+    store.close()
+    store = UsageStore(path)  # upgraded
+    try:
+        query = "how do I undo a commit " * 20  # recorded once, not once a hit
+        served = [UsageEvent(recent, "hit", f"e{n}", "lib", f"e{n}.md", "http", query, n)
+                  for n in range(1, 11)]  # fmt: skip
+        store.add([*served, *served[:3]])  # two searches of the same time and query
+        assert store.conn.execute("SELECT count(*) FROM search").fetchall() == [(2,)]
+        assert store.conn.execute("SELECT count(*) FROM hit").fetchall() == [(13,)]
+        hits = store.events(kind="hit")
+        assert [(e.at, e.entry_id, e.rank) for e in hits] == [(old, "e1", 1)] + [
+            (recent, e.entry_id, e.rank) for e in [*served, *served[:3]]
+        ]
+        assert hits[1].query == query and hits[1].library == "lib" and hits[1].path == "e1.md"
+        assert store.started() == old
+        assert store.usage()["e1"].hits == 2
+    finally:
+        store.close()
+    assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 1  # the old one only
+    assert usage.Recorder(path, hit_days=1).forget_old_hits(now + 2 * 86400) == 13
+    store = UsageStore(path)
+    try:
+        assert [e.kind for e in store.events()] == ["get"]
+        assert store.conn.execute("SELECT count(*) FROM search").fetchall() == [(0,)]
+        assert store.usage()["e1"].hits == 2  # the sums keep them
+    finally:
+        store.close()
+
+
 def test_a_server_drops_old_hits_from_the_log(brain: ops.Brain, home: Path) -> None:
     brain.close()
     ancient = usage.stamp(time.time() - 400 * 86400)

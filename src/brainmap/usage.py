@@ -124,7 +124,7 @@ class Recorder:
                 with self._writing:
                     deleted = self._opened(FLUSH_WAIT_MS).forget_hits(before, HIT_BATCH)
                 gone += deleted
-                if deleted < HIT_BATCH:
+                if not deleted:
                     return gone
                 time.sleep(HIT_PAUSE_S)
         except Exception as exc:  # busy, damaged, read-only: the rest wait for next time

@@ -1,10 +1,12 @@
 """Usage telemetry in ``usage.db``, beside config.toml: outside the disposable index.
 
-Every event names its entry twice, by id and by library + path, so that it outlives both a
-rebuilt ``brain.db`` (ids are a hash of library + path, so they come back the same) and an
-entry that is gone. ``event`` is the log (what, when, through which interface, for which
-query); ``entry_usage`` sums it per entry as events arrive, so that ``stats`` reads one row
-per used entry instead of the log.
+Every entry is named by id and by library + path, so that its usage outlives both a rebuilt
+``brain.db`` (ids are a hash of library + path, so they come back the same) and an entry that
+is gone. The log: ``search`` (when, through which interface, for which query) with its
+``hit`` rows (the entries served, by rank), and ``event`` for gets and feedback (and the hits
+of files made before version 2, one row each, until they age out). ``entry_usage`` sums it
+all per entry as events arrive, with the entry's library and path, so that ``stats`` reads
+one row per used entry instead of the log.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from brainmap.store.schema import batched, connect, immediate, marks, user_versi
 if TYPE_CHECKING:
     from brainmap.store.index import Store
 
-USAGE_SCHEMA_VERSION = 1
+USAGE_SCHEMA_VERSION = 2  # 2: a search's hits as rows of its own (search, hit), not events
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -36,6 +38,19 @@ CREATE TABLE IF NOT EXISTS event(
   rank INTEGER
 );
 CREATE INDEX IF NOT EXISTS event_kind_at ON event(kind, at);
+CREATE TABLE IF NOT EXISTS search(
+  id INTEGER PRIMARY KEY,
+  at TEXT NOT NULL,
+  interface TEXT NOT NULL,
+  query TEXT
+);
+CREATE INDEX IF NOT EXISTS search_at ON search(at);
+CREATE TABLE IF NOT EXISTS hit(
+  search_id INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  entry_id TEXT NOT NULL,
+  PRIMARY KEY (search_id, rank)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS event_entry ON event(entry_id, at);
 CREATE TABLE IF NOT EXISTS entry_usage(
   entry_id TEXT PRIMARY KEY,
@@ -73,6 +88,7 @@ ON CONFLICT(entry_id) DO UPDATE SET
                        THEN excluded.last_feedback ELSE last_feedback END
 """
 _USAGE_COLUMNS = "entry_id, library, path, hits, gets, useful, not_useful, first_at, last_used"
+SEARCH_HITS = 10  # what a search serves, about: how many searches :meth:`forget_hits` takes
 
 
 @dataclass(frozen=True)
@@ -158,27 +174,52 @@ class UsageStore:
             self.conn.executemany(
                 _INSERT,
                 [(e.at, e.kind, e.entry_id, e.library, e.path, e.interface, e.query, e.rank)
-                 for e in events],
+                 for e in events if e.kind != "hit"],
             )  # fmt: skip
+            for search in _searches(events):
+                first = search[0]
+                self.conn.execute(
+                    "INSERT INTO search(at, interface, query) VALUES (?, ?, ?)",
+                    (first.at, first.interface, first.query),
+                )
+                found = self.conn.last_insert_rowid()
+                self.conn.executemany(
+                    "INSERT OR IGNORE INTO hit(search_id, rank, entry_id) VALUES (?, ?, ?)",
+                    [(found, e.rank or n, e.entry_id) for n, e in enumerate(search, 1)],
+                )
             self.conn.executemany(_UPSERT, list(sums.values()))
 
     def forget_hits(self, before: str, limit: int) -> int:
-        """Delete at most ``limit`` of the logged search hits older than ``before`` (ISO
-        8601), in one transaction; the per-entry sums keep them. Returns how many went."""
+        """Delete about ``limit`` of the logged search hits older than ``before`` (ISO 8601;
+        the searches of about that many), in one transaction; the per-entry sums keep them.
+        Returns how many hits went (0: none is left)."""
         with immediate(self.conn):
             self.conn.execute(
                 "DELETE FROM event WHERE id IN (SELECT id FROM event "
                 "WHERE kind = 'hit' AND at < ? LIMIT ?)",
                 (before, limit),
             )
-            return int(self.conn.changes())
+            gone = int(self.conn.changes())
+            if gone < limit:
+                ids = [r[0] for r in self.conn.execute(
+                    "SELECT id FROM search WHERE at < ? LIMIT ?",
+                    (before, max(1, (limit - gone) // SEARCH_HITS)),
+                )]  # fmt: skip
+                if ids:
+                    self.conn.execute(
+                        f"DELETE FROM hit WHERE search_id IN ({marks(len(ids))})", ids
+                    )
+                    gone += int(self.conn.changes())
+                    self.conn.execute(f"DELETE FROM search WHERE id IN ({marks(len(ids))})", ids)
+            return gone
 
     def started(self) -> str | None:
         """Since when usage is recorded: the file's creation, or its oldest event if older
         (events of an earlier file may have been imported)."""
         created = value(self.conn, "SELECT value FROM meta WHERE key = 'created'")
         oldest = value(self.conn, "SELECT min(at) FROM event")
-        times = [str(t) for t in (created, oldest) if t]
+        searched = value(self.conn, "SELECT min(at) FROM search")
+        times = [str(t) for t in (created, oldest, searched) if t]
         return min(times) if times else None
 
     def event_count(self) -> int:
@@ -189,17 +230,28 @@ class UsageStore:
         )  # fmt: skip
 
     def events(self, entry_id: str | None = None, kind: str | None = None) -> list[UsageEvent]:
-        """The log, oldest first (of one entry, of one kind)."""
+        """The log as events, oldest first (of one entry, of one kind); a hit names its
+        entry's library and path as last recorded."""
         where, params = [], []
         for column, given in (("entry_id", entry_id), ("kind", kind)):
             if given is not None:
                 where.append(f"{column} = ?")
                 params.append(given)
-        sql = "SELECT at, kind, entry_id, library, path, interface, query, rank FROM event"
+        logged = (
+            "SELECT at, kind, entry_id, library, path, interface, query, rank, 0 AS n, id "
+            "FROM event UNION ALL "
+            "SELECT s.at, 'hit', h.entry_id, u.library, u.path, s.interface, s.query, h.rank, "
+            "1, s.id FROM hit h JOIN search s ON s.id = h.search_id "
+            "JOIN entry_usage u ON u.entry_id = h.entry_id"
+        )
+        sql = (
+            "SELECT at, kind, entry_id, library, path, interface, query, rank "
+            f"FROM ({logged})"
+        )
         return records(
             self.conn,
             UsageEvent,
-            sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY at, id",
+            sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY at, n, id, rank",
             params,
         )
 
@@ -241,6 +293,25 @@ class UsageStore:
             (since,),
         ).fetchall()
         return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}  # type: ignore[arg-type]
+
+
+def _searches(events: Sequence[UsageEvent]) -> list[list[UsageEvent]]:
+    """The hits among ``events`` by search: a run of hits of one time, interface and query
+    whose ranks rise (what one search served, in :func:`brainmap.usage` order)."""
+    out: list[list[UsageEvent]] = []
+    for event in events:
+        if event.kind != "hit":
+            continue
+        last = out[-1][-1] if out else None
+        if (
+            last is not None
+            and (event.at, event.interface, event.query) == (last.at, last.interface, last.query)
+            and (event.rank or 0) > (last.rank or 0)
+        ):
+            out[-1].append(event)
+        else:
+            out.append([event])
+    return out
 
 
 @dataclass(frozen=True)
