@@ -275,7 +275,8 @@ def test_a_search_logs_its_hits_once_and_an_older_log_is_read_and_aged_out(
     store.add([_logged(old, "get")])
     store.conn.execute(  # a hit as version 1 logged it
         "INSERT INTO event(at, kind, entry_id, library, path, interface, query, rank) "
-        "VALUES (?, 'hit', 'e1', 'lib', 'e1.md', 'cli', 'old query', 1)", (old,)
+        "VALUES (?, 'hit', 'e1', 'lib', 'e1.md', 'cli', 'old query', 1)",
+        (old,),
     )
     store.close()
     store = UsageStore(path)  # upgraded

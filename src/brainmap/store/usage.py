@@ -244,10 +244,7 @@ class UsageStore:
             "1, s.id FROM hit h JOIN search s ON s.id = h.search_id "
             "JOIN entry_usage u ON u.entry_id = h.entry_id"
         )
-        sql = (
-            "SELECT at, kind, entry_id, library, path, interface, query, rank "
-            f"FROM ({logged})"
-        )
+        sql = f"SELECT at, kind, entry_id, library, path, interface, query, rank FROM ({logged})"
         return records(
             self.conn,
             UsageEvent,
