@@ -343,7 +343,8 @@ NO_STEMS = "none"  # a library setting: words are indexed as written only
 # library indexed with an older one is re-read in full by the next reindex.
 ANALYZER_VERSION = 5  # 2: a line longer than a unit is cut; labels lose control characters;
 # 3: the headings before a run of turns open its first unit; 4: C# and C++ spelt out, a
-# line before a run of turns captions it; 5: Greek told and stemmed
+# line before a run of turns captions it; 5: Greek told and stemmed, a stage direction
+# ("(Laughter)") captions no turns
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 

@@ -593,6 +593,7 @@ def _pack(
     turns after it. A line over its budget alone gets a piece of its own, and is noted in
     ``long`` (with that budget) to be cut."""
     pieces: list[tuple[int, int, str]] = []
+    blocks = _with_directions(lines, blocks)
     start, tokens = first_start, 0
     cursor = first_start
     after_turns = False
@@ -657,6 +658,33 @@ def _pack(
     return pieces
 
 
+def _with_directions(
+    lines: list[str], blocks: list[tuple[int, int, bool]]
+) -> list[tuple[int, int, bool]]:
+    """``blocks`` with each one-line stage direction ("(Laughter)", "[Music]") joined to
+    the block after it: a transcript's aside between turns is part of their run."""
+    out: list[tuple[int, int, bool]] = []
+    pending: int | None = None  # where a direction waiting for the next block starts
+    for b_start, b_end, atomic in blocks:
+        if not atomic and b_end - b_start == 1 and _STAGE_DIRECTION_RE.match(lines[b_start]):
+            pending = b_start if pending is None else pending
+            continue
+        start = b_start
+        if pending is not None and not atomic:
+            start = pending
+        elif pending is not None:
+            out.append((pending, b_start, False))
+        pending = None
+        out.append((start, b_end, atomic))
+    if pending is not None:
+        out.append((pending, blocks[-1][1], False))
+    return out
+
+
+# a line that is only a transcript's stage direction: "(Laughter)", "[Music]", "(applause)"
+_STAGE_DIRECTION_RE = re.compile(r"^\s{0,3}(?:\([^()\n]{1,40}\)|\[[^\[\]\n]{1,40}\])\s*$")
+
+
 def _first_word(text: str) -> str:
     return text.split(maxsplit=1)[0].casefold() if text.strip() else ""
 
@@ -671,10 +699,12 @@ def _caption(line: str, speakers: frozenset[str] = frozenset()) -> str:
     """The line as a caption of the turns after it ("Session 2 - 27 June 2023", "Day 3:",
     "=== Session 1 ==="), or "" when it cannot be one: a turn of one of ``speakers`` or
     one with a time, markup (a list item, a quote, a table row, a tag, an image, a rule), a
-    sentence (it ends in punctuation), or longer than a heading."""
+    sentence (it ends in punctuation), a transcript's stage direction ("(Laughter)",
+    "[music]"), or longer than a heading."""
     text = one_line(_EMPHASIS.sub("", line)).strip(_DECORATION)
     if (
         not text
+        or _STAGE_DIRECTION_RE.match(line)
         or len(text) > MAX_CAPTION_CHARS
         or text.endswith(_SENTENCE_END)
         or text.startswith(("<", "!["))
