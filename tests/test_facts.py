@@ -1341,15 +1341,21 @@ services:
         "3000, 3443 (not confirmed: 3443; blog/compose.override.yaml, not read with -f, says 3001)"
     )
     # the prod view reads the base file's lists the override file replaced
-    assert answer("which port does the web service of blog publish in prod") == (
-        "80, 443, 8080 (not confirmed: 443; blog/compose.override.yaml, not read with -f, "
-        "says 8888)"
-    )
+    prod = ask("which port does the web service of blog publish in prod")
+    assert prod.answer is None  # the compose files alone say so: the facts are the answer
+    assert sorted((f.object, f.confidence, f.layers) for f in prod.facts) == [
+        ("port:443", "partial", ["prod"]), ("port:80", "partial", ["prod"]),
+        ("port:8080", "partial", ["prod"]), ("port:8888", "confirmed", ["override"]),
+    ]  # fmt: skip
     admin = ask("which port does the admin service of blog publish in prod")  # one source
     assert [(f.object, f.layers) for f in admin.facts] == [("port:9000", ["prod"])]
     # a variant's own !override: the base file's 7000 is not in its view, nor told aside
     assert answer("which port does the store service of shop publish in staging") == "7100"
     assert answer("which port does the store service of shop publish") == (
+        "7000 (shop/compose.staging.yaml, applied with -f, says 7100)"
+    )
+    # a variant another project has is not this one's view
+    assert answer("which port does the store service of shop publish in prod") == (
         "7000 (shop/compose.staging.yaml, applied with -f, says 7100)"
     )
     # declared by the variant alone: what it says, not "publishes no port"
@@ -1392,4 +1398,18 @@ services:
     roller = ask("which port does the roller service publish")
     assert {(f.object, f.confidence, bool(f.against)) for f in roller.facts} == {
         ("port:8000", "confirmed", False), ("port:49153", "partial", False)}  # fmt: skip
+    # web running as docker compose up starts it: what the prod view declares instead is
+    # not contradicted by it
+    web_ps = write(tmp_path / "web.json", json.dumps({
+        "Names": "blog-web-1", "Image": "nginx", "Ports": "0.0.0.0:8888->80/tcp",
+        "Labels": "com.docker.compose.project=blog,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(web_ps))
+    assert answer("which port does the web service of blog publish") == (
+        "8888 (blog/compose.prod.yaml, applied with -f, says 80, 443)"
+    )
+    prod = ask("which port does the web service of blog publish in prod")
+    assert prod.answer == "80, 443, 8080, 8888 (not confirmed: 80, 443, 8080)"
+    assert not [f for f in prod.facts if f.confidence == "contradicted"]
+    conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
+    assert not [c for c in conflicts if c.subject == "service:blog/web"], conflicts
     brain.close()

@@ -399,18 +399,32 @@ def _compose_view(
     base file and the override file; a variant the question names ("... in prod":
     compose.prod.yaml) is read with ``-f``, beside the base file and without the override
     file."""
-    variants = {str(layer) for f in facts for layer in f.props.get("layers", ())} - {OVERRIDE_LAYER}
-    named = {v for v in variants if _names_variant(v, free)}
-    view = named or {OVERRIDE_LAYER}
+    variants: dict[str, set[str]] = defaultdict(set)  # project -> its compose variants
+    for f in facts:
+        variants[_project_of(f.subject)].update(f.props.get("layers", ()))
+    named = {
+        project: {v for v in layers - {OVERRIDE_LAYER} if _names_variant(v, free)}
+        for project, layers in variants.items()
+    }
+
+    def view(f: FactRow) -> set[str]:
+        """The views asked about in the fact's project: a variant it has that the question
+        names, else ``docker compose up``'s."""
+        return named.get(_project_of(f.subject)) or {OVERRIDE_LAYER}
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")
-        return not layers or bool(view.intersection(layers))
+        return not layers or bool(view(f).intersection(layers))
 
     def replaced(f: FactRow) -> bool:
-        return not in_view(f) and bool(view.intersection(f.props.get("replaced_in", ())))
+        return not in_view(f) and bool(view(f).intersection(f.props.get("replaced_in", ())))
 
     return in_view, replaced
+
+
+def _project_of(subject: str) -> str:
+    """The compose project a service's fact belongs to (its own key for other subjects)."""
+    return split_service(subject)[0] if subject.startswith("service:") else subject
 
 
 def _names_variant(variant: str, free: set[str]) -> bool:

@@ -320,13 +320,17 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
         for claim in members:
             state = claims[claim]
             mine = {_source(o) for o in state.support}
+            # declared for some compose views only (a variant, what a layer replaced): what
+            # runs or the docs say is about another view, not against it
+            limited = _view_limited(state.support)
             against = [
                 obs
                 for other in members
                 if other != claim
                 for obs in claims[other].support
                 if claim not in by_source[_source(obs)] and _source(obs) not in mine
-            ]
+                and not (limited and obs.method != "compose")
+            ]  # fmt: skip
             disputed = _dispute(state, slot, against) or disputed
         if disputed:  # every side shows in the audit
             for claim in members:
@@ -492,6 +496,16 @@ def _edge(
         observed_at=newest.observed_at, source_rev=newest.source_rev, props=props,
         confidence=confidence,
     )  # fmt: skip
+
+
+def _view_limited(support: list[ObservationRecord]) -> bool:
+    """Whether a claim is declared for some compose views only, and not seen running."""
+    declared = [o for o in support if o.method == "compose"]
+    return (
+        bool(declared)
+        and None not in map(_views, declared)
+        and all(o.kind != RUNTIME for o in support)
+    )
 
 
 def _views(obs: ObservationRecord) -> set[str] | None:

@@ -453,11 +453,14 @@ def _aside_notes(facts: list[Fact], subjects: set[str]) -> list[str]:
     """What compose files outside a question's view say, one note a file:
     ``blog/compose.prod.yaml, applied with -f, says 80, 443``; about another subject than
     those asked, its claim (``says grafana of blog publishes port 3000``)."""
+    from brainmap.collectors.compose import layer_of
+
     said: dict[tuple[str, str], list[str]] = defaultdict(list)
     for fact in facts:
         declared = [e for e in fact.evidence if e.method == "compose"] or fact.evidence
         path = declared[0].path if declared else ""
-        how = "not read with -f" if OVERRIDE_LAYER in fact.layers else "applied with -f"
+        layer = layer_of(path.rpartition("/")[2])
+        how = "not read with -f" if layer == OVERRIDE_LAYER else "applied with -f"
         said[(path, how)].append(_value(fact) if fact.subject in subjects else fact.what)
     return [f"{path}, {how}, says {', '.join(_ordered(set(values)))}"
             for (path, how), values in said.items()]  # fmt: skip
