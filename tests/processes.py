@@ -71,7 +71,7 @@ def writer_of(home: Path) -> int:
     """The pid of the one writer process of ``home`` (a server's), once it runs."""
     deadline = time.monotonic() + 60
     while True:
-        found = [p for p in pids() if cmdline(p).endswith(f" brainmap.ops.writer {home} ")]
+        found = [p for p in pids() if f" brainmap.ops.writer {home} " in cmdline(p)]
         if len(found) == 1:
             return found[0]
         assert time.monotonic() < deadline, f"no writer process: {found}"

@@ -83,6 +83,8 @@ def test_language_is_told_by_function_words() -> None:
     assert detect_language("Comprime o descomprime los archivos de una carpeta") == "spanish"
     assert detect_language("Crea un archivio compresso della cartella con i file") == "italian"
     assert detect_language("Η γιαγιά μαγείρευε για όλη την οικογένεια") == "greek"
+    assert detect_language("ΕΙΝΑΙ ΓΙΑ ΤΗΝ ΟΙΚΟΓΕΝΕΙΑ") == "greek"  # capitals, no accents
+    assert is_stopword("ειναι") and is_stopword("είναι")
     assert detect_language("tar xzf") is None
     assert detect_language("用 ssh-keygen 生成密钥") is None
 

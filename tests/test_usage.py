@@ -259,7 +259,7 @@ def test_hits_older_than_hit_days_leave_the_log_and_stay_in_the_sums(
         store.close()
     monkeypatch.setattr(usage, "HIT_BATCH", 2)
     monkeypatch.setattr(usage, "HIT_PAUSE_S", 0.0)
-    assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 5  # two at a time
+    assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 5  # in small batches
 
 
 def test_a_search_logs_its_hits_once_and_an_older_log_is_read_and_aged_out(

@@ -330,10 +330,18 @@ _FUNCTION_WORDS = {
     """,
 }
 _LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
+
+
+def _unaccented(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+
+
 for _language, _words in _FUNCTION_WORDS.items():
     for _word in _words.split():
-        _word = fold(_word)
-        _LANGUAGES_OF[_word] = (*_LANGUAGES_OF.get(_word, ()), _language)
+        # Greek is often typed without its accents (which fold keeps): both forms count
+        _folded = fold(_word)
+        for _form in {_folded, _unaccented(_folded)} if _language == "greek" else {_folded}:
+            _LANGUAGES_OF[_form] = (*_LANGUAGES_OF.get(_form, ()), _language)
 STOPWORDS = frozenset(_LANGUAGES_OF)
 # function words as written (accents kept) and folded: what detection compares a text with
 _WRITTEN = STOPWORDS | {w.lower() for words in _FUNCTION_WORDS.values() for w in words.split()}

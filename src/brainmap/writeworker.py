@@ -78,7 +78,8 @@ class WriteWorker:
         self.handed = 0  # writes the child ran (tests, benchmarks)
         self.patience_s = max(HUNG_AFTER_S, patience_s)
         self._lock = threading.Lock()
-        self._child = Child("brainmap.ops.writer", str(home), log_path=log_path)
+        # the server's pid: a child that starts after the server died ends at once
+        self._child = Child("brainmap.ops.writer", str(home), str(os.getpid()), log_path=log_path)
         self._next_id = 0
         self._ready = False  # the child said it has opened the home
         self._unsettled = False  # it wrote since the map was last settled

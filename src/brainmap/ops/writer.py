@@ -1,6 +1,6 @@
 """The write worker's child (:mod:`brainmap.writeworker`): runs the note writes a server
 hands it, on the same home, at the lowest CPU priority. Run as
-``python -m brainmap.ops.writer HOME``."""
+``python -m brainmap.ops.writer HOME SERVER_PID`` (it ends when that process is gone)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def end_with(parent: int, every_s: float = 0.5) -> None:
 def main() -> None:
     """Answer on what was stdout; whatever else writes to stdout (a library's print) goes to
     stderr, the child's log, instead of into the answers."""
-    end_with(os.getppid())
+    end_with(int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the server decides
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     answers = os.fdopen(os.dup(1), "wb")

@@ -134,7 +134,7 @@ class UsageStore:
         self.path = Path(path)
         self.conn = connect(self.path, busy_timeout_ms)
         try:
-            if user_version(self.conn) != USAGE_SCHEMA_VERSION:
+            if user_version(self.conn) < USAGE_SCHEMA_VERSION:  # a newer one is read as is
                 with immediate(self.conn):
                     self.conn.execute(_SCHEMA)
                     self.conn.execute(
@@ -294,7 +294,8 @@ class UsageStore:
 
 def _searches(events: Sequence[UsageEvent]) -> list[list[UsageEvent]]:
     """The hits among ``events`` by search: a run of hits of one time, interface and query
-    whose ranks rise (what one search served, in :func:`brainmap.usage` order)."""
+    whose ranks rise (what one search served, in :func:`brainmap.usage` order); a hit
+    without a rank is a search alone."""
     out: list[list[UsageEvent]] = []
     for event in events:
         if event.kind != "hit":
@@ -303,7 +304,9 @@ def _searches(events: Sequence[UsageEvent]) -> list[list[UsageEvent]]:
         if (
             last is not None
             and (event.at, event.interface, event.query) == (last.at, last.interface, last.query)
-            and (event.rank or 0) > (last.rank or 0)
+            and event.rank is not None
+            and last.rank is not None
+            and event.rank > last.rank
         ):
             out[-1].append(event)
         else:
