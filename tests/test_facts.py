@@ -991,9 +991,9 @@ def test_a_layer_replaces_the_base_files_single_values(home: Path, tmp_path: Pat
     file's in that view (docker compose merges one value per service so): no conflict."""
     lib = tmp_path / "lab"
     write(lib / "blog" / "compose.yaml", "services:\n  web: {image: 'nginx:1.24', "
-          "container_name: blog-web, ports: ['8080:80']}\n")  # fmt: skip
-    write(lib / "blog" / "compose.override.yaml",
-          "services:\n  web: {image: 'nginx:1.25', container_name: blog-web-dev}\n")  # fmt: skip
+          "container_name: blog-web, ports: ['8080:80'], volumes: ['./site:/srv']}\n")  # fmt: skip
+    write(lib / "blog" / "compose.override.yaml", "services:\n  web: {image: 'nginx:1.25', "
+          "container_name: blog-web-dev, volumes: ['./dev:/srv']}\n")  # fmt: skip
     write(lib / "blog" / "compose.prod.yaml", "services:\n  web: {image: 'nginx:1.26'}\n")
     brain = _brain(home, lib)
     _collect(brain)
@@ -1003,6 +1003,9 @@ def test_a_layer_replaces_the_base_files_single_values(home: Path, tmp_path: Pat
     assert ("image", "image:nginx:1.24") not in held  # replaced in every view
     assert held[("container_name", "container:blog-web")] == ["prod"]  # not in the default
     assert held[("publishes", "port:8080")] == []  # a list: the layers add to it
+    # a mount over the same path replaces the base file's, in that view
+    assert held[("volume", "volume:./dev")] == ["override"]
+    assert held[("volume", "volume:./site")] == ["prod"]
     assert ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts == []
     brain.close()
 
@@ -1017,9 +1020,11 @@ services:
     image: example/app:1
     ports: ['8000:8000']
     environment: [LOG_LEVEL]
+    volumes: ['./data:/data', './logs:/logs']
   web:
     extends: {service: base}
     ports: ['8443:8443']
+    volumes: ['webdata:/data']
   worker:
     extends: base
     image: example/worker
@@ -1038,6 +1043,7 @@ services:
     assert said[("web", "publishes")] == {"port:8000", "port:8443"}
     assert said[("web", "image")] == {"image:example/app:1"}
     assert said[("web", "env_var")] == {"env:LOG_LEVEL"}
+    assert said[("web", "volume")] == {"volume:webdata", "volume:./logs"}  # /data: its own
     assert said[("worker", "publishes")] == {"port:9000"}  # its own list replaces the base's
     assert said[("worker", "image")] == {"image:example/worker"}
     assert said[("remote", "publishes")] == {"port:7000"}  # another file's: not followed

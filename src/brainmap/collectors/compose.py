@@ -230,10 +230,14 @@ def _service(
     networks = svc.get("networks")
     for net_name, net_line in _names(networks):
         add(NETWORK, f"network:{project}/{net_name}", net_line)
+    mounted: dict[str, tuple[str, int]] = {}  # target -> source: the last file's mount wins
     for item in _merged(chain, "volumes"):
         source, target = _volume(item, defaults)
+        mounted.pop(target, None)
+        mounted[target] = (source, item.line)
+    for target, (source, line) in mounted.items():
         if source:
-            add(VOLUME, "volume:" + source, item.line, target=target)
+            add(VOLUME, "volume:" + source, line, target=target)
     named: set[str] = set()
     for node in reversed(chain):  # its own first: a base's line for the same name is not
         for var, var_line in _env_names(node.get("environment")):

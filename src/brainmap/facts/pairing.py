@@ -40,6 +40,7 @@ from brainmap.collectors import (
     RUNTIME,
     SERVES,
     USER,
+    VOLUME,
     Observation,
     clean,
     compose,
@@ -180,6 +181,8 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
                 replacing[(folder, obs.subject, what)].add(str(layer))
         elif obs.predicate in SINGLE_VALUED:  # an image, a container name: one per service
             replacing[(folder, obs.subject, obs.predicate)].add(str(layer))
+        elif obs.predicate == VOLUME:  # one mount per path in the container
+            replacing[(folder, obs.subject, _mount(obs))].add(str(layer))
 
     def as_read(obs: ObservationRecord) -> ObservationRecord | None:
         if obs.method != "compose":
@@ -196,6 +199,8 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
             replaced = replacing.get((folder, obs.subject, "ports"))
         elif obs.predicate == EXPOSES:
             replaced = replacing.get((folder, obs.subject, "expose"))
+        elif obs.predicate == VOLUME:
+            replaced = replacing.get((folder, obs.subject, _mount(obs)))
         else:
             replaced = replacing.get((folder, obs.subject, obs.predicate))
         if not replaced:
@@ -207,6 +212,11 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         return replace(obs, props=props)
 
     return [kept for obs in observations if (kept := as_read(obs)) is not None]
+
+
+def _mount(obs: ObservationRecord) -> str:
+    """What a volume observation mounts over: the path in the container."""
+    return f"mount {obs.props.get('target', '')}"
 
 
 def _random_mapping(obs: ObservationRecord) -> bool:
