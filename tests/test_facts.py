@@ -1051,6 +1051,25 @@ services:
     brain.close()
 
 
+def test_a_project_renamed_by_its_env_file_takes_its_docs_along(
+    home: Path, tmp_path: Path
+) -> None:
+    """COMPOSE_PROJECT_NAME set in .env later: the next reindex reads the folder's files
+    anew (their text did not change), so the README still confirms the compose file."""
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", "services:\n  web: {ports: ['8000:80']}\n")
+    write(lib / "shop" / "docs" / "README.md", README_AGREES)
+    brain = _brain(home, lib)
+    _collect(brain)
+    assert _facts(brain)[("service:shop/web", "publishes", "port:8000")].confidence == "confirmed"
+    write(lib / "shop" / ".env", "COMPOSE_PROJECT_NAME=storefront\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    facts = _facts(brain)
+    assert facts[("service:storefront/web", "publishes", "port:8000")].confidence == "confirmed"
+    assert not [k for k in facts if "shop" in k[0]], [k for k in facts if "shop" in k[0]]
+    brain.close()
+
+
 def test_runtime_and_docs_without_a_declaration_are_partial(home: Path, tmp_path: Path) -> None:
     lib = tmp_path / "lab"
     write(lib / "shop" / "README.md", README_AGREES)

@@ -435,6 +435,9 @@ def index_library(
 
     projects = ProjectFinder(root, lib.name)
     env_changed: set[str] = set()  # folders whose .env changed in this run
+    # of those, the folders that hold a compose file: the .env may have renamed their project
+    # (COMPOSE_PROJECT_NAME), which every file beneath speaks about
+    renamed: set[str] = set()
     reading = _Reading.of(cfg, lib, library_id, full)
     readers = _Readers(reading, projects, cfg.index.read_workers)
 
@@ -466,21 +469,22 @@ def index_library(
                 assert found.stat is not None
                 folder, _, name = found.rel.rpartition("/")
                 changed = full or not old_code or not _same_stat(old_code, found.stat)
-                if name == ".env":  # scanned before compose.yaml: the folder's files follow
+                if name == ".env":  # scanned before the folder's files and subfolders
                     if changed:
                         env_changed.add(folder)
-                elif (
-                    folder in env_changed
-                    and "compose" in sources
-                    and sources["compose"].wants(found.rel)
+                        if projects.names_project(folder):
+                            renamed.add(folder)
+                elif (folder in env_changed or _beneath(found.rel, renamed)) and any(
+                    source.wants(found.rel) for source in sources.values()
                 ):
-                    changed = True  # interpolated from the .env that changed
+                    changed = True  # interpolated from the .env that changed, or renamed
                 if changed and found.stat.st_size <= max_bytes:
                     batch.tick()
                     try:
                         read, problem = _index_code(
                             store, lib, library_id, found, old_code, has_git,
-                            full or folder in env_changed, report, sources, projects,
+                            full or folder in env_changed or _beneath(found.rel, renamed),
+                            report, sources, projects,
                             max_bytes,
                         )  # fmt: skip
                     except DatabaseError:
@@ -508,7 +512,8 @@ def index_library(
             problem, keep_old = found.problem, False
             if problem is None and found.stat is not None:
                 st = found.stat
-                if not full and old and _same_stat(old, st):
+                forced = old is not None and _beneath(found.rel, renamed)
+                if not full and old and _same_stat(old, st) and not forced:
                     report.unchanged += 1
                     continue
                 if not full and known_skips.get(found.rel) == (st.st_mtime_ns, st.st_size):
@@ -518,7 +523,8 @@ def index_library(
                 if st.st_size > max_bytes:
                     problem = f"larger than max_file_mb ({st.st_size / 1e6:.1f} MB)"
                 else:
-                    readers.read(found, old)
+                    # a file of a renamed project is read anew however alike its content
+                    readers.read(found, replace(old, content_hash="") if forced and old else old)
                     for ready, was in readers.done():
                         store_read(ready, was)
                     continue
@@ -551,6 +557,11 @@ def index_library(
         readers.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _beneath(rel: str, folders: set[str]) -> bool:
+    """Whether the file ``rel`` is in one of ``folders`` or below it."""
+    return bool(folders) and any(not f or rel.startswith(f + "/") for f in folders)
 
 
 # Files read in this process before a worker process starts reading beside it: starting one
