@@ -1010,6 +1010,31 @@ def test_a_layer_replaces_the_base_files_single_values(home: Path, tmp_path: Pat
     brain.close()
 
 
+def test_what_runs_disputes_the_view_compose_up_reads_not_a_variant(
+    home: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lab"
+    write(lib / "blog" / "compose.yaml", "services:\n  web: {image: nginx}\n")
+    write(lib / "blog" / "compose.override.yaml", "services:\n  web: {ports: ['8080:80']}\n")
+    write(lib / "blog" / "compose.prod.yaml", "services:\n  web: {ports: ['443:80']}\n")
+    write(lib / "blog" / "README.md", "Open http://localhost:3000 to see the web service.\n")
+    ps = write(tmp_path / "ps.json", json.dumps({
+        "Names": "blog-web-1", "Image": "nginx", "Ports": "0.0.0.0:9090->80/tcp",
+        "Labels": "com.docker.compose.project=blog,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
+    facts = _facts(brain)
+    # docker compose up reads the override file: what runs says otherwise, and wins
+    assert facts[("service:blog/web", "publishes", "port:8080")].confidence == "contradicted"
+    # the prod variant is applied with -f: neither what runs nor the README is against it,
+    # nor is it against them
+    assert facts[("service:blog/web", "publishes", "port:443")].confidence != "contradicted"
+    assert facts[("service:blog/web", "publishes", "port:443")].against == []
+    assert facts[("service:blog/web", "publishes", "port:9090")].confidence != "contradicted"
+    brain.close()
+
+
 def test_a_service_that_extends_another_of_its_file_has_its_ports(
     home: Path, tmp_path: Path
 ) -> None:
@@ -1062,11 +1087,21 @@ def test_a_project_renamed_by_its_env_file_takes_its_docs_along(
     brain = _brain(home, lib)
     _collect(brain)
     assert _facts(brain)[("service:shop/web", "publishes", "port:8000")].confidence == "confirmed"
+
+    def reindexed() -> tuple[int, dict[str, str]]:
+        """Entries read anew, and the confidence of each service's port 8000."""
+        report = ops.reindex(brain, ops.ReindexInput(libraries=["lab"], embed=False))
+        said = {k[0]: f.confidence for k, f in _facts(brain).items() if k[2] == "port:8000"}
+        return report.libraries[0].updated, said
+
     write(lib / "shop" / ".env", "COMPOSE_PROJECT_NAME=storefront\n")
-    ops.reindex(brain, ops.ReindexInput(embed=False))
-    facts = _facts(brain)
-    assert facts[("service:storefront/web", "publishes", "port:8000")].confidence == "confirmed"
-    assert not [k for k in facts if "shop" in k[0]], [k for k in facts if "shop" in k[0]]
+    assert reindexed() == (1, {"service:storefront/web": "confirmed"})
+    write(lib / "shop" / ".env", "COMPOSE_PROJECT_NAME=storefront\nWEB_PORT=1\n")
+    assert reindexed() == (0, {"service:storefront/web": "confirmed"})  # no rename
+    (lib / "shop" / ".env").unlink()
+    assert reindexed() == (1, {"service:shop/web": "confirmed"})
+    write(lib / "shop" / "compose.yaml", "name: outlet\nservices:\n  web: {ports: ['8000:80']}\n")
+    assert reindexed() == (1, {"service:outlet/web": "confirmed"})
     brain.close()
 
 

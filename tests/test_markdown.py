@@ -260,8 +260,9 @@ def test_captions_hold_however_the_sessions_are_laid_out() -> None:
               f"Session 3 - short\n\n{turns(3, 3)}\n")  # fmt: skip
     # a transcript's stage directions between turns caption nothing
     directions = (f"# Chat\n\nSession 1 - 27 June\n{turns(1, 12)}\n\n(Laughter)\n\n"
-                  f"{turns(1, 12)}\n\n[Music]\n{turns(1, 12)}\n\n"
-                  f"Session 2 - 28 June\n{turns(2, 12)}\n")  # fmt: skip
+                  f"{turns(1, 12)}\n\n[Music]\n{turns(1, 12)}\n\n(Applause)\n\n"
+                  f"Session 2 - 28 June\n\n{turns(2, 12)}\n\n"
+                  f"Session 3 - 29 June\n\n(Laughter)\n\n{turns(3, 4)}\n")  # fmt: skip
     for text in (back_to_back, with_gaps, styles, directions):
         found = units(text)
         assert len(found) >= 4

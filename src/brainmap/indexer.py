@@ -33,6 +33,8 @@ from brainmap.analysis import (
     fts_text,
     other_forms,
 )
+from brainmap.collectors import PART_OF
+from brainmap.collectors.compose import BASE_NAMES
 from brainmap.config import MARKDOWN_SUFFIXES, Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
@@ -61,6 +63,7 @@ from brainmap.store import (
     EntryRecord,
     EntryState,
     Graph,
+    ObservationRecord,
     Store,
     VectorCache,
     slug_of,
@@ -176,7 +179,7 @@ MAX_OPEN_FOLDERS = 32
 
 def scan(root: Path, paths: PathFilter, code: PathFilter | None = None) -> Iterator[Found]:
     """Yield the library's markdown files, and its code files when ``code`` is given (sorted
-    per folder), never following folder symlinks.
+    per folder, its ``.env`` and compose base file first), never following folder symlinks.
 
     Everything that cannot be indexed is yielded with a problem instead: a symlink leaving the
     library (or dangling), a pipe or device, a name that is not UTF-8, an unreadable folder.
@@ -231,7 +234,8 @@ def _list_folder(
     rel_dir = listing.rel
     try:
         with os.scandir(listing.fd) as it:
-            items = sorted(it, key=lambda d: d.name)
+            # what names the folder's compose project first: the files after it speak of it
+            items = sorted(it, key=lambda d: (not _names_projects(d.name), d.name))
     except OSError as exc:
         if rel_dir:
             rel = rel_dir.rstrip("/")
@@ -435,9 +439,26 @@ def index_library(
 
     projects = ProjectFinder(root, lib.name)
     env_changed: set[str] = set()  # folders whose .env changed in this run
-    # of those, the folders that hold a compose file: the .env may have renamed their project
-    # (COMPOSE_PROJECT_NAME), which every file beneath speaks about
+    # folders whose compose project is named otherwise than when indexed (COMPOSE_PROJECT_NAME
+    # in a .env, a compose file's name:, a compose file new or gone): every file beneath speaks
+    # about that project, and is read anew
     renamed: set[str] = set()
+    named_before: dict[str, str] | None = None  # folder -> its compose project, as indexed
+
+    def check_name(folder: str) -> None:
+        nonlocal named_before
+        if full or folder in renamed:
+            return
+        if named_before is None:
+            named_before = _compose_projects(store.facts.observations(library_id))
+        if named_before.get(folder) != projects.compose_project(folder):
+            renamed.add(folder)
+
+    for rel in code_states:  # a .env or compose file gone: its folder's project may be too
+        folder, _, name = rel.rpartition("/")
+        if _names_projects(name) and not (root / rel).exists():
+            env_changed.add(folder)
+            check_name(folder)
     reading = _Reading.of(cfg, lib, library_id, full)
     readers = _Readers(reading, projects, cfg.index.read_workers)
 
@@ -469,12 +490,11 @@ def index_library(
                 assert found.stat is not None
                 folder, _, name = found.rel.rpartition("/")
                 changed = full or not old_code or not _same_stat(old_code, found.stat)
-                if name == ".env":  # scanned before the folder's files and subfolders
-                    if changed:
+                if changed and _names_projects(name):  # scanned before the folder's others
+                    if name == ".env":
                         env_changed.add(folder)
-                        if projects.names_project(folder):
-                            renamed.add(folder)
-                elif (folder in env_changed or _beneath(found.rel, renamed)) and any(
+                    check_name(folder)
+                if (folder in env_changed or _beneath(found.rel, renamed)) and any(
                     source.wants(found.rel) for source in sources.values()
                 ):
                     changed = True  # interpolated from the .env that changed, or renamed
@@ -557,6 +577,21 @@ def index_library(
         readers.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _names_projects(name: str) -> bool:
+    """Whether a file of that name may name its folder's compose project: its ``.env``
+    (``COMPOSE_PROJECT_NAME``) or a compose base file (``name:``)."""
+    return name == ".env" or name in BASE_NAMES
+
+
+def _compose_projects(observations: list[ObservationRecord]) -> dict[str, str]:
+    """The project each folder's compose files named when they were indexed."""
+    return {
+        o.path.rpartition("/")[0]: o.object.removeprefix("project:")
+        for o in observations
+        if o.method == "compose" and o.predicate == PART_OF
+    }
 
 
 def _beneath(rel: str, folders: set[str]) -> bool:

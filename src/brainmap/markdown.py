@@ -607,6 +607,10 @@ def _pack(
             start, after_turns = b_start, False
         size = estimate_tokens("\n".join(lines[b_start:b_end]))
         first = max(b_start, heading_end)  # the block's first line past the headings
+        while first < b_end - 1 and (
+            not lines[first].strip() or _STAGE_DIRECTION_RE.match(lines[first])
+        ):  # and past the stage directions joined to it
+            first += 1
         big = size > min(turn_limit, limit)
         # who speaks matters to a block too big for one unit, or after a possible caption
         looked = not atomic and (big or lone_line is not None)
@@ -662,7 +666,8 @@ def _with_directions(
     lines: list[str], blocks: list[tuple[int, int, bool]]
 ) -> list[tuple[int, int, bool]]:
     """``blocks`` with each one-line stage direction ("(Laughter)", "[Music]") joined to
-    the block after it: a transcript's aside between turns is part of their run."""
+    the block after it: a transcript's aside between turns is part of their run (what
+    :func:`_pack` reads of a block, its speakers and caption, starts past it)."""
     out: list[tuple[int, int, bool]] = []
     pending: int | None = None  # where a direction waiting for the next block starts
     for b_start, b_end, atomic in blocks:
@@ -682,7 +687,8 @@ def _with_directions(
 
 
 # a line that is only a transcript's stage direction: "(Laughter)", "[Music]", "(applause)"
-_STAGE_DIRECTION_RE = re.compile(r"^\s{0,3}(?:\([^()\n]{1,40}\)|\[[^\[\]\n]{1,40}\])\s*$")
+# (no digit: "(Part 2)", "[Day 3]" may caption a session)
+_STAGE_DIRECTION_RE = re.compile(r"^\s{0,3}(?:\([^()\n\d]{1,40}\)|\[[^\[\]\n\d]{1,40}\])\s*$")
 
 
 def _first_word(text: str) -> str:

@@ -78,8 +78,8 @@ class WriteWorker:
         self.handed = 0  # writes the child ran (tests, benchmarks)
         self.patience_s = max(HUNG_AFTER_S, patience_s)
         self._lock = threading.Lock()
-        # the server's pid: a child that starts after the server died ends at once
-        self._child = Child("brainmap.ops.writer", str(home), str(os.getpid()), log_path=log_path)
+        self._home = home
+        self._child = Child("brainmap.ops.writer", str(home), log_path=log_path)
         self._next_id = 0
         self._ready = False  # the child said it has opened the home
         self._unsettled = False  # it wrote since the map was last settled
@@ -237,6 +237,9 @@ class WriteWorker:
             self._child.stop()  # the child of a forked parent: not ours
         if self._closed or time.monotonic() < self._down_until:
             return False
+        # told the pid of the process that starts it (a forked copy starts its own): a child
+        # that starts after that process died ends at once
+        self._child.args = (str(self._home), str(os.getpid()))
         if not self._child.start():
             self._down_until = time.monotonic() + RESTART_AFTER_S
             return False

@@ -34,9 +34,9 @@ class ProjectFinder:
             project = self._projects[own] = found or self.folder_id(own)
         return project
 
-    def names_project(self, folder: str) -> bool:
-        """Whether ``folder`` holds a compose file (its ``.env`` may name the project)."""
-        return self._compose_project(folder) is not None
+    def compose_project(self, folder: str) -> str | None:
+        """The project the compose base file of ``folder`` names (None: it holds none)."""
+        return self._compose_project(folder)
 
     def folder_id(self, folder: str) -> str:
         # at the top, the folder's own name: docker compose names a project so

@@ -315,7 +315,10 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
                 proto = detail.rpartition("/")[2]
                 ip = _host_ip(claim, state)
                 slots[f"project:{project} host port {label(obj)}/{proto} on {ip}"].append(claim)
-                if any(o.kind != NARRATIVE for o in state.support):
+                # what docker compose up publishes (a variant's ports are not in its view)
+                if any(o.kind != NARRATIVE for o in state.support) and not _variant_only(
+                    state.support
+                ):
                     declared[project].append(claim)
         elif predicate in SINGLE_VALUED:
             slots[f"{subject} {predicate}"].append(claim)
@@ -327,19 +330,21 @@ def _conflicts(claims: dict[Claim, _State], unclaimed: set[Claim]) -> None:
         for claim in members:
             for obs in claims[claim].support:
                 by_source[_source(obs)].add(claim)
+        # declared for variant views only (applied with -f): what runs or the docs say is
+        # about the view docker compose up reads, neither against it nor disputed by it
+        aside = {claim for claim in members if _variant_only(claims[claim].support)}
         for claim in members:
             state = claims[claim]
             mine = {_source(o) for o in state.support}
-            # declared for some compose views only (a variant, what a layer replaced): what
-            # runs or the docs say is about another view, not against it
-            limited = _view_limited(state.support)
+            declares = any(o.method == "compose" for o in state.support)
             against = [
                 obs
                 for other in members
                 if other != claim
                 for obs in claims[other].support
                 if claim not in by_source[_source(obs)] and _source(obs) not in mine
-                and not (limited and obs.method != "compose")
+                and not (claim in aside and obs.method != "compose")
+                and not (other in aside and obs.method == "compose" and not declares)
             ]  # fmt: skip
             disputed = _dispute(state, slot, against) or disputed
         if disputed:  # every side shows in the audit
@@ -508,12 +513,15 @@ def _edge(
     )  # fmt: skip
 
 
-def _view_limited(support: list[ObservationRecord]) -> bool:
-    """Whether a claim is declared for some compose views only, and not seen running."""
-    declared = [o for o in support if o.method == "compose"]
+def _variant_only(support: list[ObservationRecord]) -> bool:
+    """Whether a claim is declared only for views that ``docker compose up`` does not read
+    (variants applied with ``-f``), and not seen running."""
+    held = [_views(o) for o in support if o.method == "compose"]
+    views = [v for v in held if v is not None]
     return (
-        bool(declared)
-        and None not in map(_views, declared)
+        bool(held)
+        and len(views) == len(held)
+        and OVERRIDE_LAYER not in set().union(*views)
         and all(o.kind != RUNTIME for o in support)
     )
 
