@@ -294,15 +294,28 @@ def test_a_search_logs_its_hits_once_and_an_older_log_is_read_and_aged_out(
         assert hits[1].query == query and hits[1].library == "lib" and hits[1].path == "e1.md"
         assert store.started() == old
         assert store.usage()["e1"].hits == 2
+        # hits without a rank (imported, say) are searches alone: none is lost
+        unranked = [
+            UsageEvent(recent, "hit", f"u{n}", "lib", f"u{n}.md", "cli", "q") for n in (1, 2)
+        ]
+        store.add(unranked)
+        assert store.conn.execute("SELECT count(*) FROM hit").fetchall() == [(15,)]
     finally:
         store.close()
     assert usage.Recorder(path, hit_days=90).forget_old_hits(now) == 1  # the old one only
-    assert usage.Recorder(path, hit_days=1).forget_old_hits(now + 2 * 86400) == 13
+    assert usage.Recorder(path, hit_days=1).forget_old_hits(now + 2 * 86400) == 15
     store = UsageStore(path)
     try:
         assert [e.kind for e in store.events()] == ["get"]
         assert store.conn.execute("SELECT count(*) FROM search").fetchall() == [(0,)]
         assert store.usage()["e1"].hits == 2  # the sums keep them
+        store.conn.execute("PRAGMA user_version = 3")  # made by a newer brainmap
+    finally:
+        store.close()
+    store = UsageStore(path)
+    try:  # read as it is, not taken back to this version
+        assert store.conn.execute("PRAGMA user_version").fetchall() == [(3,)]
+        assert store.usage()["e1"].hits == 2
     finally:
         store.close()
 

@@ -38,6 +38,7 @@ OVERRIDE_NAMES = (
 )  # fmt: skip
 # the tags with which an override file replaces a base file's list rather than adding to it
 REPLACING_TAGS = ("!override", "!reset")
+_REPLACEABLE = ("ports", "expose", "volumes")  # the lists a layer may replace so
 _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
@@ -129,7 +130,7 @@ def collect(
     or its ``.env`` (``env``) sets ``COMPOSE_PROJECT_NAME``.
 
     The observations of a ``layer`` (:func:`layer_of`) say so in their props. In the
-    override file or a variant, a service whose ``ports`` or ``expose`` list is tagged
+    override file or a variant, a service whose ``ports``, ``expose`` or ``volumes`` list is tagged
     ``!override`` or ``!reset`` (replacing the base file's list, not adding to it) says which
     in its ``part_of``'s ``replaces``."""
     root = parse(text, first_line)
@@ -145,8 +146,8 @@ def collect(
         subject = service_key(project, svc_name)
         props: dict[str, object] = {}
         if layer:  # the override file, or a variant
-            lists = [svc.get(k) for k in ("ports", "expose")]
-            replaced = [k for k, n in zip(("ports", "expose"), lists, strict=True)
+            lists = [svc.get(k) for k in _REPLACEABLE]
+            replaced = [k for k, n in zip(_REPLACEABLE, lists, strict=True)
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
             props = {"replaces": replaced} if replaced else {}
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))

@@ -399,18 +399,25 @@ def _compose_view(
     base file and the override file; a variant the question names ("... in prod":
     compose.prod.yaml) is read with ``-f``, beside the base file and without the override
     file."""
-    variants: dict[str, set[str]] = defaultdict(set)  # project -> its compose variants
+    from brainmap.collectors.compose import layer_of
+
+    # (library, project) -> its compose variants: of its facts' views and evidence files
+    variants: dict[tuple[str, str], set[str]] = defaultdict(set)
     for f in facts:
-        variants[_project_of(f.subject)].update(f.props.get("layers", ()))
+        held = variants[(f.library, _project_of(f.subject))]
+        held.update(f.props.get("layers", ()))
+        for cited in f.props.get("evidence", ()):
+            if cited.get("method") == "compose":
+                held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
     named = {
-        project: {v for v in layers - {OVERRIDE_LAYER} if _names_variant(v, free)}
-        for project, layers in variants.items()
+        key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}
+        for key, layers in variants.items()
     }
 
     def view(f: FactRow) -> set[str]:
         """The views asked about in the fact's project: a variant it has that the question
         names, else ``docker compose up``'s."""
-        return named.get(_project_of(f.subject)) or {OVERRIDE_LAYER}
+        return named.get((f.library, _project_of(f.subject))) or {OVERRIDE_LAYER}
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")

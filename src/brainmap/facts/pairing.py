@@ -199,8 +199,10 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
             replaced = replacing.get((folder, obs.subject, "ports"))
         elif obs.predicate == EXPOSES:
             replaced = replacing.get((folder, obs.subject, "expose"))
-        elif obs.predicate == VOLUME:
-            replaced = replacing.get((folder, obs.subject, _mount(obs)))
+        elif obs.predicate == VOLUME:  # one mount a path; a list !override replaces all
+            replaced = replacing.get((folder, obs.subject, _mount(obs)), set()) | replacing.get(
+                (folder, obs.subject, "volumes"), set()
+            )
         else:
             replaced = replacing.get((folder, obs.subject, obs.predicate))
         if not replaced:
