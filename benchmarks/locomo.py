@@ -289,6 +289,8 @@ def main() -> None:
     args = parser.parse_args()
 
     dialogues = conversations(args.data)
+    if not dialogues:
+        parser.error(f"no LoCoMo conversations (*.json) in {args.data}: pass --data DIR")
     sizes = [int(v) for v in args.turn_tokens.split(",")] if args.turn_tokens else [None]
     runs = [build(dialogues, size, args) for size in sizes]
     first = runs[0]
