@@ -60,6 +60,14 @@ def _brain(home: Path, library: Path, name: str = "lab") -> ops.Brain:
     return brain
 
 
+def _ps(path: Path, project: str, service: str, ports: str, image: str = "nginx") -> Path:
+    """A `docker ps --format json` file of one container of a compose project."""
+    return write(path, json.dumps({
+        "Names": f"{project}-{service}-1", "Image": image, "Ports": ports,
+        "Labels": f"com.docker.compose.project={project},com.docker.compose.service={service}",
+    }) + "\n")  # fmt: skip
+
+
 def _collect(brain: ops.Brain, **kw: object) -> ops.facts.CollectReport:
     # vectors only where a test asks for them: embedding is most of a collection's time
     return ops.collect(brain, ops.CollectInput(**{"embed": False, **kw}))
@@ -1019,9 +1027,7 @@ def test_what_runs_disputes_the_view_compose_up_reads_not_a_variant(
     write(lib / "blog" / "compose.override.yaml", "services:\n  web: {ports: ['8080:80']}\n")
     write(lib / "blog" / "compose.prod.yaml", "services:\n  web: {ports: ['443:80']}\n")
     write(lib / "blog" / "README.md", "Open http://localhost:3000 to see the web service.\n")
-    ps = write(tmp_path / "ps.json", json.dumps({
-        "Names": "blog-web-1", "Image": "nginx", "Ports": "0.0.0.0:9090->80/tcp",
-        "Labels": "com.docker.compose.project=blog,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    ps = _ps(tmp_path / "ps.json", "blog", "web", "0.0.0.0:9090->80/tcp")
     brain = _brain(home, lib)
     _collect(brain)
     _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(ps))
@@ -1459,9 +1465,7 @@ services:
         ("port:8000", "confirmed", False), ("port:49153", "partial", False)}  # fmt: skip
     # web running as docker compose up starts it: what the prod view declares instead is
     # not contradicted by it
-    web_ps = write(tmp_path / "web.json", json.dumps({
-        "Names": "blog-web-1", "Image": "nginx", "Ports": "0.0.0.0:8888->80/tcp",
-        "Labels": "com.docker.compose.project=blog,com.docker.compose.service=web"}) + "\n")  # fmt: skip
+    web_ps = _ps(tmp_path / "web.json", "blog", "web", "0.0.0.0:8888->80/tcp")
     _collect(brain, libraries=["lab"], source=["runtime"], from_file=str(web_ps))
     assert answer("which port does the web service of blog publish") == (
         "8888 (blog/compose.prod.yaml, applied with -f, says 80, 443)"
