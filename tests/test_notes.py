@@ -71,34 +71,6 @@ def test_a_save_embeds_its_note_once(
     assert hits[0].id == result.id
 
 
-def test_a_short_notes_text_and_vector_are_one_commit(brain: ops.Brain) -> None:
-    """Every commit makes each reading connection drop its page cache: a save of a short
-    note (its passage embedded before the write) commits its rows and its vector at once;
-    a long note's text is committed before the model embeds the rest, outside the lock."""
-    brain.settle_map_later()  # the map's own refresh, a commit of its own, waits
-    commits: list[int] = []
-
-    def counted() -> bool:
-        commits.append(1)
-        return False  # go on with the commit
-
-    model = brain.searcher.model
-    brain.store.db.conn.set_commit_hook(counted)
-    short = _save(brain, title="Rotate the signing keys", body="Every quarter, with `age`.")
-    # one commit, and after it the note has its vector: both were in it
-    assert short.status == "saved" and len(commits) == 1
-    assert brain.store.vectors.pending_count(model) == 0
-    commits.clear()
-    body = "\n\n".join(f"## Step {n}\n\n" + f"Check the replica number {n} first. " * 40
-                         for n in range(12))  # fmt: skip
-    long = _save(brain, title="The failover runbook", body=body, force=True)
-    assert long.status == "saved" and len(commits) >= 2  # the text, then the vectors
-    assert brain.store.vectors.pending_count(model) == 0
-    brain.store.db.conn.set_commit_hook(None)
-    hits = brain.searcher.search("signing keys quarter", mode="vector", limit=1).hits
-    assert hits[0].id == short.id
-
-
 def test_near_duplicate_returns_the_candidate_and_writes_nothing(
     brain: ops.Brain, library: Path
 ) -> None:

@@ -99,19 +99,6 @@ def embed_pending(
     return report
 
 
-def all_cached(store: Store, cache: VectorCache, embedder_spec: str, entry_ids: list[str]) -> bool:
-    """Whether the cache holds the vector of every chunk of these entries that has none (a
-    short note whose passage its save embedded): then :func:`embed_pending` calls no model."""
-    from brainmap.embedders import model_id_of
-
-    model = model_id_of(embedder_spec)
-    pending = store.vectors.pending_chunks(model, None, limit=64, entry_ids=entry_ids)
-    if len(pending) == 64:
-        return False  # a long note: the model will be needed
-    wanted = list({p.embed_hash for p in pending})
-    return len(cache.get_many(model, wanted)) == len(wanted)
-
-
 def _vectors_for(
     group: list[PendingChunk],
     cache: VectorCache,

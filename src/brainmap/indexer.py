@@ -38,7 +38,6 @@ from brainmap.collectors.compose import BASE_NAMES
 from brainmap.config import MARKDOWN_SUFFIXES, Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
-    all_cached,
     embed_pending,
     embed_text,
     title_line,
@@ -1098,31 +1097,6 @@ def index_files(
     """
     from brainmap.embedders import EmbedderError
 
-    with ExitStack() as unit:
-        if embed and len(rels) == 1:
-            # one file (a save): its text and, when the cache holds them (the passage the save
-            # embedded), its vectors in one commit: every reader drops its page cache at each
-            # commit, so once a save instead of twice
-            unit.enter_context(store.db.write())
-        ids = _index_text(cfg, store, lib, rels)
-        if not embed:
-            return Indexed(ids, False)
-        cache = VectorCache(cfg.cache_path)
-        try:
-            if not all_cached(store, cache, cfg.embedder, ids):
-                unit.close()  # the text now: the model runs outside the write lock
-            embed_pending(
-                store, cache, cfg.embedder, None, entry_ids=ids, batch_size=cfg.index.embed_batch
-            )
-        except EmbedderError:
-            return Indexed(ids, False)  # searchable now; `reindex` embeds it when the model is back
-        finally:
-            cache.close()
-    return Indexed(ids, True)
-
-
-def _index_text(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) -> list[str]:
-    """Index the text of the named files (see :func:`index_files`); their entry ids."""
     library_id = store.entries.ensure_library(lib.name, str(lib.path), lib.scope)
     states = store.entries.entry_states(library_id, rels)
     has_git = store.graph.git_state(library_id) is not None
@@ -1152,7 +1126,18 @@ def _index_text(cfg: Config, store: Store, lib: LibraryConfig, rels: list[str]) 
                 "try again",
             )  # fmt: skip
         ids.append(entry_id(lib.name, rel))
-    return ids
+    if not embed:
+        return Indexed(ids, False)
+    cache = VectorCache(cfg.cache_path)
+    try:
+        embed_pending(
+            store, cache, cfg.embedder, None, entry_ids=ids, batch_size=cfg.index.embed_batch
+        )
+    except EmbedderError:
+        return Indexed(ids, False)  # searchable now; `reindex` embeds it when the model is back
+    finally:
+        cache.close()
+    return Indexed(ids, True)
 
 
 @dataclass
