@@ -494,18 +494,15 @@ def index_library(
                     if name == ".env":
                         env_changed.add(folder)
                     check_name(folder)
-                if (folder in env_changed or _beneath(found.rel, renamed)) and any(
-                    source.wants(found.rel) for source in sources.values()
-                ):
+                anew = folder in env_changed or _beneath(found.rel, renamed)
+                if anew and any(source.wants(found.rel) for source in sources.values()):
                     changed = True  # interpolated from the .env that changed, or renamed
                 if changed and found.stat.st_size <= max_bytes:
                     batch.tick()
                     try:
                         read, problem = _index_code(
                             store, lib, library_id, found, old_code, has_git,
-                            full or folder in env_changed or _beneath(found.rel, renamed),
-                            report, sources, projects,
-                            max_bytes,
+                            full or anew, report, sources, projects, max_bytes,
                         )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was

@@ -29,21 +29,18 @@ class ProjectFinder:
         project = self._projects.get(own)
         if project is None:
             folder = own
-            while (found := self._compose_project(folder)) is None and folder:
+            while (found := self.compose_project(folder)) is None and folder:
                 folder = folder.rpartition("/")[0]
             project = self._projects[own] = found or self.folder_id(own)
         return project
-
-    def compose_project(self, folder: str) -> str | None:
-        """The project the compose base file of ``folder`` names (None: it holds none)."""
-        return self._compose_project(folder)
 
     def folder_id(self, folder: str) -> str:
         # at the top, the folder's own name: docker compose names a project so
         folder = folder or self.root.name or self.library
         return "/".join(project_name(part) for part in folder.split("/"))
 
-    def _compose_project(self, folder: str) -> str | None:
+    def compose_project(self, folder: str) -> str | None:
+        """The project the compose base file of ``folder`` names (None: it holds none)."""
         if folder not in self._cache:
             found: str | None = None
             try:
