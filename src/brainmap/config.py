@@ -122,7 +122,7 @@ class SearchSettings:
     forms_weight: float = 1.0  # BM25 weight of the words' other forms (stems)
     # match levels (benchmarks/floor.py): the share of the query's word weight a hit holds,
     # or its cosine similarity, from which it is a strong or a weak match
-    strong_coverage: float = 0.7
+    strong_coverage: float = 0.8  # 0.7 let 4.3% of negatives be strong once turns had windows
     weak_coverage: float = 0.2
     strong_similarity: float = 0.84
     weak_similarity: float = 0.82

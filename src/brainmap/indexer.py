@@ -38,8 +38,8 @@ from brainmap.collectors.compose import BASE_NAMES
 from brainmap.config import MARKDOWN_SUFFIXES, Config, LibraryConfig, PathFilter
 from brainmap.embedding import (
     EmbedReport,
+    embed_hash,
     embed_pending,
-    embed_text,
     title_line,
 )
 from brainmap.errors import LibraryHeldElsewhere, UserError
@@ -914,9 +914,7 @@ def _read_file_unsafe(
             line_start=ch.line_start,
             line_end=ch.line_end,
             text=ch.text,
-            embed_hash=hashlib.sha256(
-                embed_text(parsed.title, parsed.aliases, ch.heading, ch.text).encode()
-            ).hexdigest(),
+            embed_hash=embed_hash(parsed.title, parsed.aliases, ch.heading, ch.text),
             fts_title=fts_title,
             fts_heading=fts_text(ch.heading),
             fts_body=fts_text(ch.text),

@@ -735,6 +735,11 @@ _LABEL_RE = re.compile(
 _TIME_RE = re.compile(r"^\s{0,3}(?:[-*+]\s+)?\[?\d{1,2}:\d{2}\b")
 
 
+def is_turns(lines: list[str]) -> bool:
+    """Whether ``lines`` are written one line per turn (a dialogue, a chat log, a diary)."""
+    return _speakers(lines, 0, len(lines)) is not None
+
+
 def _speakers(lines: list[str], start: int, end: int) -> frozenset[str] | None:
     """The labels that recur in a block written one line per turn: most of its lines start
     with a time, or with a label that recurs (speakers take turns; a list of steps or terms

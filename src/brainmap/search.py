@@ -186,11 +186,11 @@ class Searcher:
     # the pieces
 
     def nearest(self, vector: np.ndarray, limit: int = 8) -> list[tuple[HitRow, float]]:
-        """Chunks nearest to a passage vector, with their cosine similarity (of the libraries
-        the current call may see)."""
+        """Chunks nearest to a passage vector by their whole text (not a window of it), with
+        their cosine similarity (of the libraries the current call may see)."""
         self.vectors.refresh(self.store)
         top = self.vectors.top(
-            self.store, vector, limit, Filters(library_ids=self._visible_ids()), None
+            self.store, vector, limit, Filters(library_ids=self._visible_ids()), None, whole=True
         )
         rows = self.store.entries.hits([cid for cid, _ in top])
         return [(rows[cid], similarity) for cid, similarity in top if cid in rows]

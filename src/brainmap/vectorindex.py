@@ -29,7 +29,9 @@ class _Snapshot:
     The rows are a base matrix plus the rows added since it was made (``parts``), with the
     rows removed since masked out (``alive``). Taking in a save copies only the small arrays
     and the added rows; the base, shared with older snapshots, is rebuilt (compacted) once
-    the additions or removals grow past ``COMPACT_ROWS`` or an eighth of it.
+    the additions or removals grow past ``COMPACT_ROWS`` or an eighth of it. A chunk with
+    windows has a row for each (``ids`` repeats its id), its whole text's first (``whole``);
+    it scores the best of them.
     """
 
     generation: int
@@ -37,6 +39,7 @@ class _Snapshot:
     libraries: np.ndarray
     parts: tuple[np.ndarray, ...]  # read-only matrices: the base, then the rows added since
     alive: np.ndarray | None = None  # rows not removed since the base; None: all of them
+    whole: np.ndarray | None = None  # rows of a chunk's whole text; None: every row is
 
     COMPACT_ROWS = 4096
 
@@ -47,14 +50,19 @@ class _Snapshot:
         ids = np.array(rows.ids, dtype=np.int64)
         flat = np.frombuffer(rows.vectors, dtype=np.float32)  # read-only: it views bytes
         matrix = flat.reshape(len(ids), -1) if len(ids) else np.empty((0, 0), dtype=np.float32)
-        return cls(rows.generation, ids, np.array(rows.library_ids, dtype=np.int64), (matrix,))
+        libraries = np.array(rows.library_ids, dtype=np.int64)
+        return cls(rows.generation, ids, libraries, (matrix,), whole=_first_of_each(ids))
 
     @property
     def dim(self) -> int:
         return int(self.parts[0].shape[1])
 
     def __len__(self) -> int:
-        return len(self.ids) if self.alive is None else int(self.alive.sum())
+        """How many chunks have a vector."""
+        if self.whole is None:
+            return len(self.ids) if self.alive is None else int(self.alive.sum())
+        counted = self.whole if self.alive is None else self.whole & self.alive
+        return int(counted.sum())
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of every row with ``query`` (removed rows included)."""
@@ -82,10 +90,17 @@ class _Snapshot:
                 add = np.concatenate([parts[1], add])
             add.setflags(write=False)
             parts = (parts[0], add)
-        ids = np.concatenate([self.ids, np.array(changes.ids, dtype=np.int64)])
+        new_ids = np.array(changes.ids, dtype=np.int64)
+        ids = np.concatenate([self.ids, new_ids])
         libraries = np.concatenate([self.libraries, np.array(changes.library_ids, dtype=np.int64)])
         alive = np.concatenate([alive, np.ones(len(changes.ids), dtype=bool)])
-        new = _Snapshot(changes.generation, ids, libraries, parts, alive)
+        whole = _first_of_each(new_ids)
+        if whole is not None or self.whole is not None:
+            old = np.ones(len(self.ids), dtype=bool) if self.whole is None else self.whole
+            whole = np.concatenate(
+                [old, np.ones(len(new_ids), dtype=bool) if whole is None else whole]
+            )
+        new = _Snapshot(changes.generation, ids, libraries, parts, alive, whole)
         dead, added = len(ids) - int(alive.sum()), len(ids) - len(self.parts[0])
         if max(dead, added) > max(self.COMPACT_ROWS, len(self.parts[0]) // 8):
             return new.compacted()
@@ -101,7 +116,12 @@ class _Snapshot:
         matrix = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
         matrix = matrix[order]
         matrix.setflags(write=False)
-        return _Snapshot(self.generation, self.ids[order], self.libraries[order], (matrix,))
+        whole = None if self.whole is None else self.whole[order]
+        if whole is not None and whole.all():
+            whole = None
+        return _Snapshot(
+            self.generation, self.ids[order], self.libraries[order], (matrix,), whole=whole
+        )
 
 
 @dataclass(frozen=True)
@@ -191,8 +211,10 @@ class VectorIndex:
         snap = self._snapshot
         if snap is None:
             return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
-        whole = snap.compacted()
-        return whole.ids, whole.parts[0]
+        compact = snap.compacted()
+        if compact.whole is None:
+            return compact.ids, compact.parts[0]
+        return compact.ids[compact.whole], compact.parts[0][compact.whole]
 
     def top(
         self,
@@ -202,10 +224,14 @@ class VectorIndex:
         filters: Filters,
         allowed: np.ndarray | None,
         excluded: np.ndarray | None = None,
+        *,
+        whole: bool = False,
     ) -> list[tuple[int, float]]:
         """The ``k`` most similar chunk ids (with cosine similarity) that pass the filters,
         are ``allowed`` (when given) and not ``excluded``, equal scores by chunk id (call
-        :meth:`refresh` first). Exact from the matrix; approximate from an ANN index."""
+        :meth:`refresh` first). Exact from the matrix; approximate from an ANN index. A
+        chunk with windows scores the best of its vectors; with ``whole``, its whole text's
+        (how near one text is to another, not to a passage of it)."""
         import numpy as np
 
         ann = self._in_store
@@ -229,14 +255,46 @@ class VectorIndex:
         if excluded is not None and len(excluded):
             kept = np.isin(snap.ids, excluded, invert=True)
             mask = kept if mask is None else mask & kept
+        if whole and snap.whole is not None:
+            mask = snap.whole if mask is None else mask & snap.whole
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
-        k = min(k, len(scores))
-        if k <= 0:
+        if k <= 0 or not len(scores):
             return []
-        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
-        # every row scoring at least the k-th, so that ties at the cut go by chunk id too,
-        # whatever the order of the rows
-        best = np.flatnonzero(scores >= kth if np.isfinite(kth) else np.isfinite(scores))
-        best = best[np.lexsort((snap.ids[best], -scores[best]))][:k]
-        return [(int(snap.ids[i]), float(scores[i])) for i in best]
+        several = snap.whole is not None and not whole  # a chunk may take several rows
+        rows = 4 * k if several else k
+        while True:
+            taken = min(rows, len(scores))
+            best = _best_rows(scores, snap.ids, taken)
+            every = len(best) < taken  # every row the filters leave
+            if several:  # each chunk once, at its best row
+                _, first = np.unique(snap.ids[best], return_index=True)
+                best = best[np.sort(first)]
+            if len(best) >= k or every or taken == len(scores):
+                break
+            rows *= 4
+        return [(int(snap.ids[i]), float(scores[i])) for i in best[:k]]
+
+
+def _best_rows(scores: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best-scoring rows (not below -inf), best first, equal scores by chunk id."""
+    import numpy as np
+
+    kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+    # every row scoring at least the k-th, so that ties at the cut go by chunk id too,
+    # whatever the order of the rows
+    best = np.flatnonzero(scores >= kth if np.isfinite(kth) else np.isfinite(scores))
+    out: np.ndarray = best[np.lexsort((ids[best], -scores[best]))][:k]
+    return out
+
+
+def _first_of_each(ids: np.ndarray) -> np.ndarray | None:
+    """Which rows (ordered by chunk) are a chunk's first; None when every row is."""
+    import numpy as np
+
+    if len(ids) < 2:
+        return None
+    first = np.empty(len(ids), dtype=bool)
+    first[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=first[1:])
+    return None if first.all() else first

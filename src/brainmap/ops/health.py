@@ -11,6 +11,7 @@ from pydantic import (
 
 from brainmap import config as config_mod
 from brainmap import derive, evaluate, libmap
+from brainmap.embedding import cache_keys
 from brainmap.gitlog import prune_unreachable
 from brainmap.indexer import diff_library
 from brainmap.keys import name_of
@@ -408,7 +409,7 @@ def gc(brain: Brain, inp: NoInput) -> GcReport:
         cache = VectorCache(cfg.cache_path)
         try:
             if kept_because is None:
-                used = store.vectors.embed_hashes() | {
+                used = cache_keys(store, model) | {
                     libmap.sentence_hash(b) for b in libmap.blocks(store)
                 }  # the map blocks' sentences too
                 removed = cache.prune(model, used)

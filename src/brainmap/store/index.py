@@ -122,5 +122,7 @@ class Store:
         return {
             "fts": self.db.rows("SELECT rowid FROM chunk_fts ORDER BY rowid"),
             "fts_terms": self.db.rows("SELECT term, doc, cnt FROM chunk_vocab ORDER BY term"),
-            "vectors": self.db.rows("SELECT chunk_id, model, vec FROM chunk_vec ORDER BY chunk_id"),
+            "vectors": self.db.rows(
+                "SELECT chunk_id, model, vec, parts FROM chunk_vec ORDER BY chunk_id"
+            ),
         }

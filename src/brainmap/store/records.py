@@ -314,7 +314,8 @@ class FactRow(EdgeRow):
 @dataclass(frozen=True)
 class VectorRows:
     """Vectors of one model as of one vector generation: chunk ids (ascending), their library
-    ids and their float32 vectors concatenated. As a change set (``since`` set), ``touched`` are
+    ids and their float32 vectors concatenated. A chunk with windows has several vectors in a
+    row under its id, its whole text's first. As a change set (``since`` set), ``touched`` are
     the chunks whose vector was added or removed after generation ``since``: those of them that
     have a vector now are in ``ids``."""
 

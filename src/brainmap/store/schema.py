@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -358,6 +358,13 @@ _SCHEMA_V9 = """
 ALTER TABLE library ADD COLUMN host TEXT;
 """
 
+# v10: the vectors of a chunk's windows (embedding.vector_texts: a long run of turns is also
+# embedded a few turns at a time), float32 bytes one after another; NULL for a chunk that has
+# none. A vector search scores a chunk by the best of its vectors.
+_SCHEMA_V10 = """
+ALTER TABLE chunk_vec ADD COLUMN parts BLOB;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
 MIGRATIONS: dict[int, str] = {
@@ -370,6 +377,7 @@ MIGRATIONS: dict[int, str] = {
     7: _SCHEMA_V7,
     8: _SCHEMA_V8,
     9: _SCHEMA_V9,
+    10: _SCHEMA_V10,
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brainmap.store.database import BaseDatabase
@@ -23,6 +23,7 @@ class VectorRepo:
 
     # how a vector is stored: SQLite keeps its float32 bytes as they are
     VEC = "vec"  # the column as selected
+    PARTS = "?"  # a window vectors' parameter as inserted
 
     def _stored(self, vector: bytes) -> Any:
         return vector
@@ -71,14 +72,25 @@ class VectorRepo:
             )
         )
 
-    def put(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
-        """Store ``(chunk_id, library_id, vector bytes)`` for ``model``, replacing older ones."""
+    def put(
+        self,
+        model: str,
+        rows: Sequence[tuple[int, int, bytes]],
+        parts: Mapping[int, bytes] | None = None,
+    ) -> None:
+        """Store ``(chunk_id, library_id, vector bytes)`` for ``model``, replacing older ones;
+        ``parts`` are the vectors of a chunk's windows (float32 bytes one after another), for
+        the chunks that have them."""
+        parts = parts or {}
         with self.db.write():
             self.db.executemany("DELETE FROM chunk_vec WHERE chunk_id = ?", [(r[0],) for r in rows])
             self.db.executemany(
-                "INSERT INTO chunk_vec(chunk_id, library_id, model, vec) "
-                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunk WHERE id = ?)",
-                [(cid, lib, model, self._stored(vec), cid) for cid, lib, vec in rows],
+                "INSERT INTO chunk_vec(chunk_id, library_id, model, vec, parts) "
+                f"SELECT ?, ?, ?, ?, {self.PARTS} WHERE EXISTS (SELECT 1 FROM chunk WHERE id = ?)",
+                [
+                    (cid, lib, model, self._stored(vec), parts.get(cid), cid)
+                    for cid, lib, vec in rows
+                ],
             )
 
     def generation(self) -> int:
@@ -90,13 +102,11 @@ class VectorRepo:
         with self.db.reading():
             generation = self.generation()
             rows = self.db.rows(
-                f"SELECT chunk_id, library_id, {self.VEC} FROM chunk_vec WHERE model = ? "
+                f"SELECT chunk_id, library_id, {self.VEC}, parts FROM chunk_vec WHERE model = ? "
                 "ORDER BY chunk_id",
                 (model,),
             )
-        return VectorRows(
-            generation, [r[0] for r in rows], [r[1] for r in rows], self._joined(rows)
-        )
+        return self._vector_rows(generation, rows)
 
     def changes(self, model: str, since: int, limit: int) -> VectorRows | None:
         """The vectors of ``model`` added or removed after generation ``since``: the chunks
@@ -119,14 +129,37 @@ class VectorRepo:
             rows: list[tuple[Any, ...]] = []
             for part in batched(touched):
                 rows += self.db.rows(
-                    f"SELECT chunk_id, library_id, {self.VEC} FROM chunk_vec WHERE model = ? AND "
-                    f"chunk_id IN ({marks(len(part))}) ORDER BY chunk_id",
+                    f"SELECT chunk_id, library_id, {self.VEC}, parts FROM chunk_vec "
+                    f"WHERE model = ? AND chunk_id IN ({marks(len(part))}) ORDER BY chunk_id",
                     [model, *part],
                 )
-        return VectorRows(
-            generation, [r[0] for r in rows], [r[1] for r in rows],
-            self._joined(rows), since, touched,
-        )  # fmt: skip
+        return self._vector_rows(generation, rows, since, touched)
+
+    def _vector_rows(
+        self,
+        generation: int,
+        rows: Sequence[tuple[Any, ...]],
+        since: int | None = None,
+        touched: list[int] | None = None,
+    ) -> VectorRows:
+        """Rows ``(chunk id, library id, vector, parts)`` as :class:`VectorRows`: a chunk's
+        vector, then those of its windows, each a row under the chunk's id."""
+        whole = self._joined(rows)
+        ids = [r[0] for r in rows]
+        libraries = [r[1] for r in rows]
+        if any(r[3] for r in rows):
+            size = len(whole) // len(rows)  # bytes of one vector
+            pieces: list[bytes] = []
+            ids, libraries = [], []
+            for i, (cid, lib, _, parts) in enumerate(rows):
+                count = 1 + (len(parts) // size if parts else 0)
+                pieces.append(whole[i * size : (i + 1) * size])
+                if parts:
+                    pieces.append(bytes(parts)[: (count - 1) * size])
+                ids += [cid] * count
+                libraries += [lib] * count
+            whole = b"".join(pieces)
+        return VectorRows(generation, ids, libraries, whole, since, touched or [])
 
     def count(self, model: str) -> int:
         """How many chunk vectors ``model`` has."""
@@ -168,6 +201,19 @@ class VectorRepo:
 
     def embed_hashes(self) -> set[str]:
         return {r[0] for r in self.db.rows("SELECT DISTINCT embed_hash FROM chunk")}
+
+    def windowed_chunks(self, model: str) -> list[PendingChunk]:
+        """The chunks whose vectors of ``model`` include their windows', with what their
+        embedding texts need."""
+        return self.db.records(
+            PendingChunk,
+            "SELECT c.id, e.library_id, c.embed_hash, e.title, e.aliases, c.heading, c.text "
+            "FROM chunk c JOIN entry e ON e.id = c.entry_id "
+            "JOIN chunk_vec v ON v.chunk_id = c.id AND v.model = ? "
+            "WHERE v.parts IS NOT NULL ORDER BY c.id",
+            (model,),
+            json_columns=("aliases",),
+        )
 
     def of_library(self, library_id: int, model: str) -> list[bytes]:
         """Every chunk vector of one library and model."""

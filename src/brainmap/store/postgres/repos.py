@@ -391,6 +391,7 @@ class PgVectorRepo(VectorRepo):
     # big-endian float32s) and converted all at once: 100,000 vectors of 384 dimensions were
     # read at ~5,500 a second when each was parsed from its text, at 28,000 to 51,000 so
     VEC = "vector_send(vec)"
+    PARTS = "?::bytea"  # typed: a NULL in a SELECT list would be text
 
     def _read(self, value: Any) -> bytes:
         return self._joined([(None, None, value)])

@@ -24,7 +24,7 @@ from brainmap.store.team import POSTGRES_SCHEMA
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # pg_advisory_xact_lock's key for migrations: any constant, the same in every brainmap
 MIGRATION_LOCK = 0x6272_6D61_7031  # "brmap1"
 MIN_SERVER_VERSION = 160000  # the version the tests run on (pgserver's); older: test first
@@ -280,7 +280,12 @@ CREATE INDEX supersession_target ON supersession(slug, library, role);
 
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. Each is recorded
 # in brainmap_migration with when and by whom (host and process) it was applied.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+# v2: the vectors of a chunk's windows, as in brain.db (store.schema v10): float32 bytes
+_SCHEMA_V2 = """
+ALTER TABLE chunk_vec ADD COLUMN parts bytea;
+"""
+
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS brainmap_migration(

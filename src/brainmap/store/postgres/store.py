@@ -66,6 +66,6 @@ class PgStore(Store):
             "fts": self.db.rows("SELECT id FROM chunk WHERE tsv IS NOT NULL ORDER BY id"),
             "fts_terms": self.db.rows("SELECT id, tsv::text, words FROM chunk ORDER BY id"),
             "vectors": self.db.rows(
-                "SELECT chunk_id, model, vec::text FROM chunk_vec ORDER BY chunk_id"
+                "SELECT chunk_id, model, vec::text, parts FROM chunk_vec ORDER BY chunk_id"
             ),
         }
