@@ -1476,3 +1476,92 @@ services:
     conflicts = ops.audit(brain, ops.AuditInput(kind="contradict")).conflicts
     assert not [c for c in conflicts if c.subject == "service:blog/web"], conflicts
     brain.close()
+
+
+def test_compose_include_syntaxes() -> None:
+    text = """\
+include:
+  - db/compose.yaml
+  - path: ./cache/compose.yaml
+    env_file: cache.env
+  - path:
+      - compose.jobs.yaml
+      - ${EXTRA:-extra}/compose.yaml
+services:
+  web: {image: nginx}
+"""
+    assert compose.project_of(text, {}) == (None, [
+        "db/compose.yaml", "./cache/compose.yaml", "compose.jobs.yaml", "extra/compose.yaml",
+    ])  # fmt: skip
+    assert compose.project_of(text, {"EXTRA": "more"})[1][-1] == "more/compose.yaml"
+    assert compose.project_of("name: x\nservices:\n  web: {image: nginx}\n", {}) == ("x", [])
+
+
+def test_an_included_compose_file_is_part_of_its_includers_project(
+    home: Path, tmp_path: Path
+) -> None:
+    """docker compose copies an included file's services into the including project: a
+    service in a compose file of a subfolder (whose own base file names another project), or
+    in a file beside the includer whose name would make it a variant, is the includer's, in
+    the view ``compose up`` reads. The subfolder's own files (its base file, the override file
+    beside it) stay its project's. Adding or taking out the include is followed at the next
+    reindex, as a fresh index reads the same files."""
+    lib = tmp_path / "lab"
+    web = "services:\n  web:\n    image: nginx\n    ports: ['8080:80']\n"
+    includer = "include:\n  - db/compose.pg.yaml\n  - path: compose.cache.yaml\n" + web
+    write(lib / "shop" / "compose.yaml", web)
+    write(lib / "shop" / "db" / "compose.yaml",
+          "name: dbstack\nservices:\n  adminer:\n    ports: ['8081:8080']\n")  # fmt: skip
+    write(lib / "shop" / "db" / "compose.override.yaml",
+          "services:\n  adminer:\n    ports: !override ['9999:8080']\n")  # fmt: skip
+    write(lib / "shop" / "db" / "compose.pg.yaml",
+          "services:\n  postgres:\n    image: postgres:16\n    ports: ['5432:5432']\n")  # fmt: skip
+    write(lib / "shop" / "compose.cache.yaml",
+          "services:\n  redis:\n    image: redis:7\n    ports: ['6379:6379']\n")  # fmt: skip
+    write(lib / "shop" / "README.md",
+          "# Shop\n\n```yaml\nservices:\n  postgres:\n    ports: ['5433:5432']\n```\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+    def variants() -> None:  # without the include: variants of their folders' projects
+        pg = ask("which port does the postgres service of dbstack publish")
+        assert pg.answer == "shop/db/compose.pg.yaml, applied with -f, says 5432"
+        redis = ask("which port does the redis service of shop publish")
+        assert redis.answer == "shop/compose.cache.yaml, applied with -f, says 6379"
+
+    variants()
+    write(lib / "shop" / "compose.yaml", includer)  # the include added
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    postgres = ask("which port does the postgres service of shop publish")
+    assert _said(postgres, "service:shop/postgres") == {"5432"}
+    assert postgres.answer == (  # the README of the including project, outranked
+        "5432 (shop/README.md:6 says 5433; overruled by authority: config over narrative)"
+    )
+    redis = ask("which port does the redis service of shop publish")
+    assert _said(redis, "service:shop/redis") == {"6379"}
+    assert redis.answer is None  # declared only, and no variant's aside
+    every = ask("which ports does shop publish")
+    assert {f.object for f in every.facts if f.confidence != "contradicted"} == {
+        "port:8080", "port:5432", "port:6379",
+    }  # fmt: skip
+    adminer = ask("which port does the adminer service of dbstack publish")
+    assert _said(adminer, "service:dbstack/adminer") == {"9999"}  # its own override file's
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh")
+
+    write(lib / "shop" / "compose.yaml", web)  # and taken out again
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    variants()
+    assert ("service:shop/postgres", "publishes", "port:5432") not in _facts(brain)
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh-again")
+    brain.close()
+
+
+def _as_a_fresh_index(brain: ops.Brain, lib: Path, home: Path) -> None:
+    """The brain's facts are those a new index of the same files has."""
+    fresh = _brain(home, lib)
+    _collect(fresh)
+    assert _facts(fresh).keys() == _facts(brain).keys()
+    fresh.close()

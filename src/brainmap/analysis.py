@@ -349,11 +349,11 @@ DEFAULT_LANGUAGE = "english"  # the stems of a text whose language cannot be tol
 NO_STEMS = "none"  # a library setting: words are indexed as written only
 # The version of the text analysis (tokens, forms, units) that FTS rows are made with: a
 # library indexed with an older one is re-read in full by the next reindex.
-ANALYZER_VERSION = 6  # 2: a line longer than a unit is cut; labels lose control characters;
+ANALYZER_VERSION = 7  # 2: a line longer than a unit is cut; labels lose control characters;
 # 3: the headings before a run of turns open its first unit; 4: C# and C++ spelt out, a
 # line before a run of turns captions it; 5: Greek told and stemmed, a stage direction
 # ("(Laughter)") captions no turns; 6: a long run of turns is embedded in windows too (its
-# chunks' embedding hashes change)
+# chunks' embedding hashes change); 7: a compose file another includes is read as its part
 _DETECT_CHARS = 1000  # some 150 words: function words are a third of any text
 
 

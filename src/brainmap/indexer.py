@@ -439,6 +439,9 @@ def index_library(
 
     projects = ProjectFinder(root, lib.name)
     env_changed: set[str] = set()  # folders whose .env changed in this run
+    # folders whose compose base file changed in this run (or went): the compose files in and
+    # beneath them are read anew, as what it includes may have changed
+    bases_changed: set[str] = set()
     # folders whose compose project is named otherwise than when indexed (COMPOSE_PROJECT_NAME
     # in a .env, a compose file's name:, a compose file new or gone): every file beneath speaks
     # about that project, and is read anew
@@ -457,7 +460,7 @@ def index_library(
     for rel in code_states:  # a .env or compose file gone: its folder's project may be too
         folder, _, name = rel.rpartition("/")
         if _names_projects(name) and not (root / rel).exists():
-            env_changed.add(folder)
+            (env_changed if name == ".env" else bases_changed).add(folder)
             check_name(folder)
     reading = _Reading.of(cfg, lib, library_id, full)
     readers = _Readers(reading, projects, cfg.index.read_workers)
@@ -491,12 +494,15 @@ def index_library(
                 folder, _, name = found.rel.rpartition("/")
                 changed = full or not old_code or not _same_stat(old_code, found.stat)
                 if changed and _names_projects(name):  # scanned before the folder's others
-                    if name == ".env":
-                        env_changed.add(folder)
+                    (env_changed if name == ".env" else bases_changed).add(folder)
                     check_name(folder)
                 anew = folder in env_changed or _beneath(found.rel, renamed)
                 if anew and any(source.wants(found.rel) for source in sources.values()):
                     changed = True  # interpolated from the .env that changed, or renamed
+                elif _beneath(found.rel, bases_changed) and (
+                    "compose" in sources and sources["compose"].wants(found.rel)
+                ):
+                    anew = changed = True  # what the base file includes may have changed
                 if changed and found.stat.st_size <= max_bytes:
                     batch.tick()
                     try:
@@ -1060,9 +1066,13 @@ def _index_code(
             # collect); it never stops the reindex
             try:
                 text = decode(data)[0]
-                project = projects(found.rel)
+                project, included = (
+                    projects.compose_file(found.rel)
+                    if source == "compose"
+                    else (projects(found.rel), False)
+                )
                 said = config_observations(
-                    source, found.path, found.rel, text, project, root=lib.path
+                    source, found.path, found.rel, text, project, root=lib.path, included=included
                 )
                 observations = records(said, found.rel, mtime_iso, source_rev)
             except Exception as exc:

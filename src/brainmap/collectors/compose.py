@@ -81,15 +81,25 @@ def interpolate(raw: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(sub, raw)
 
 
-def project_of(text: str, env: Mapping[str, str]) -> str | None:
+def project_of(text: str, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """The project a compose file's folder names: ``COMPOSE_PROJECT_NAME`` in its ``.env``,
-    else the file's ``name:``; None when neither does (the folder's name is used)."""
-    if chosen := _chosen(env):
-        return chosen
+    else the file's ``name:`` (None when neither does: the folder's name is used), and the
+    compose files its ``include:`` names, relative to its folder as written (``- db/compose.yaml``
+    or ``- path: db/compose.yaml``, or a list of paths): docker compose copies their services
+    into its project."""
     try:
-        return _named(parse(text), env)
+        root = parse(text)
     except BudgetExceeded:  # its files fall back to the folder's name; collect() says why
-        return None
+        return _chosen(env), []
+    node = root.get("include") if root is not None else None
+    included: list[str] = []
+    for item in node.items if node is not None else []:
+        paths = item.get("path") if isinstance(item.value, dict) else item
+        listed = paths.items if paths is not None and paths.text is None else [paths]
+        included += [
+            interpolate(p.text.strip(), env) for p in listed if p and p.text and p.text.strip()
+        ]
+    return _named(root, env), included
 
 
 def _chosen(env: Mapping[str, str]) -> str | None:
@@ -124,6 +134,7 @@ def collect(
     method: str = "compose",
     first_line: int = 1,
     layer: str | None = None,
+    included: bool = False,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
     where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``
@@ -132,7 +143,8 @@ def collect(
     The observations of a ``layer`` (:func:`layer_of`) say so in their props. In the
     override file or a variant, a service whose ``ports``, ``expose`` or ``volumes`` list is tagged
     ``!override`` or ``!reset`` (replacing the base file's list, not adding to it) says which
-    in its ``part_of``'s ``replaces``."""
+    in its ``part_of``'s ``replaces``. The observations of a file another one ``included``
+    say so (``included``): they are in ``project``, whatever the file names."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -140,7 +152,8 @@ def collect(
     # .env values fill in ports and the project name only (a port is not a secret); other
     # fields (image, container_name, volumes) get the defaults written in the file
     env = {k: v for k, v in (env or {}).items() if not is_secret_name(k)}
-    project = _named(root, env) or project
+    if not included:
+        project = _named(root, env) or project
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -152,9 +165,9 @@ def collect(
             props = {"replaces": replaced} if replaced else {}
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, _extended(services.mapping, svc_name), subject, project, env, method)
-    if layer:
+    if layer or included:
         for obs in out:
-            obs.props["layer"] = layer
+            obs.props.update({"layer": layer} if layer else {"included": True})
     return only_safe(out)
 
 

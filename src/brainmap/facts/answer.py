@@ -407,7 +407,7 @@ def _compose_view(
         held = variants[(f.library, _project_of(f.subject))]
         held.update(f.props.get("layers", ()))
         for cited in f.props.get("evidence", ()):
-            if cited.get("method") == "compose":
+            if cited.get("method") == "compose" and not cited.get("included"):
                 held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
     named = {
         key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}

@@ -53,8 +53,9 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
 # The version of the rules below: a brain paired by other rules is paired again, by these,
 # at its next reindex or collect, though its observations did not change.
-PAIRING_RULES = 4  # 3: compose layers (override, variants) and random host ports; 4: what
-# the override file or a variant replaces of the base file (lists, single values) per view
+PAIRING_RULES = 5  # 3: compose layers (override, variants) and random host ports; 4: what
+# the override file or a variant replaces of the base file (lists, single values) per view;
+# 5: a compose file another includes is read with it
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
@@ -151,10 +152,11 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
     in that view, nor a single value (an image, a container name) the other file sets too:
     a base file's observation then says in ``views`` the views it still holds in (none: it
     is dropped) and in ``replaced_in`` where it was replaced. An observation of
-    the override file or a variant says its ``layer``; the others hold in every view."""
+    the override file or a variant says its ``layer``; the others hold in every view, those
+    of a file another one includes too (read with it, whatever its name)."""
     present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
     for obs in observations:
-        if obs.method == "compose":
+        if obs.method == "compose" and not obs.props.get("included"):  # read with its includer
             folder, _, name = obs.path.rpartition("/")
             present[folder].add(name)
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
@@ -185,8 +187,8 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
             replacing[(folder, obs.subject, _mount(obs))].add(str(layer))
 
     def as_read(obs: ObservationRecord) -> ObservationRecord | None:
-        if obs.method != "compose":
-            return obs
+        if obs.method != "compose" or obs.props.get("included"):
+            return obs  # an included file's services are in every view of its includer
         folder, _, name = obs.path.rpartition("/")
         layer = obs.props.get("layer")
         if layer not in (None, OVERRIDE_LAYER):
@@ -445,6 +447,8 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
     for key in ("host", "url", "container", "process", "named"):
         if key in obs.props and obs.method in ("sockets", "docker-ps", "url", "compose-ps"):
             out[key] = obs.props[key]
+    if obs.props.get("included"):  # no variant, whatever its file's name says
+        out["included"] = True
     return out
 
 
