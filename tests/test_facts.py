@@ -1516,6 +1516,7 @@ def test_an_included_compose_file_is_part_of_its_includers_project(
           "services:\n  adminer:\n    ports: !override ['9999:8080']\n")  # fmt: skip
     write(lib / "shop" / "db" / "compose.pg.yaml",
           "services:\n  postgres:\n    image: postgres:16\n    ports: ['5432:5432']\n")  # fmt: skip
+    write(lib / "shop" / "db" / "README.md", "# Database admin\n\nAdminer for the shop.\n")
     write(lib / "shop" / "compose.cache.yaml",
           "services:\n  redis:\n    image: redis:7\n    ports: ['6379:6379']\n")  # fmt: skip
     write(lib / "shop" / "README.md",
@@ -1550,6 +1551,11 @@ def test_an_included_compose_file_is_part_of_its_includers_project(
     adminer = ask("which port does the adminer service of dbstack publish")
     assert _said(adminer, "service:dbstack/adminer") == {"9999"}  # its own override file's
     _as_a_fresh_index(brain, lib, tmp_path / "fresh")
+    # an edit of the subfolder's own base file renames nothing: its README is not read again
+    write(lib / "shop" / "db" / "compose.yaml",
+          "name: dbstack\nservices:\n  adminer:\n    ports: ['8082:8080']\n")  # fmt: skip
+    report = ops.reindex(brain, ops.ReindexInput(libraries=["lab"], embed=False)).libraries[0]
+    assert (report.updated, report.unchanged) == (0, 2)
 
     write(lib / "shop" / "compose.yaml", web)  # and taken out again
     ops.reindex(brain, ops.ReindexInput(embed=False))

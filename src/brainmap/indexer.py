@@ -439,8 +439,8 @@ def index_library(
 
     projects = ProjectFinder(root, lib.name)
     env_changed: set[str] = set()  # folders whose .env changed in this run
-    # folders whose compose base file changed in this run (or went): the compose files in and
-    # beneath them are read anew, as what it includes may have changed
+    # folders whose compose base file or .env changed in this run (or went): the compose files
+    # in and beneath them are read anew, as what the base file includes may have changed
     bases_changed: set[str] = set()
     # folders whose compose project is named otherwise than when indexed (COMPOSE_PROJECT_NAME
     # in a .env, a compose file's name:, a compose file new or gone): every file beneath speaks
@@ -457,11 +457,17 @@ def index_library(
         if named_before.get(folder) != projects.compose_project(folder):
             renamed.add(folder)
 
+    def config_changed(folder: str, name: str) -> None:
+        """A ``.env`` or compose base file of ``folder`` changed, came or went."""
+        if name == ".env":
+            env_changed.add(folder)
+        bases_changed.add(folder)  # the includes are interpolated from the .env too
+        check_name(folder)
+
     for rel in code_states:  # a .env or compose file gone: its folder's project may be too
         folder, _, name = rel.rpartition("/")
         if _names_projects(name) and not (root / rel).exists():
-            (env_changed if name == ".env" else bases_changed).add(folder)
-            check_name(folder)
+            config_changed(folder, name)
     reading = _Reading.of(cfg, lib, library_id, full)
     readers = _Readers(reading, projects, cfg.index.read_workers)
 
@@ -494,8 +500,7 @@ def index_library(
                 folder, _, name = found.rel.rpartition("/")
                 changed = full or not old_code or not _same_stat(old_code, found.stat)
                 if changed and _names_projects(name):  # scanned before the folder's others
-                    (env_changed if name == ".env" else bases_changed).add(folder)
-                    check_name(folder)
+                    config_changed(folder, name)
                 anew = folder in env_changed or _beneath(found.rel, renamed)
                 if anew and any(source.wants(found.rel) for source in sources.values()):
                     changed = True  # interpolated from the .env that changed, or renamed
@@ -589,11 +594,12 @@ def _names_projects(name: str) -> bool:
 
 
 def _compose_projects(observations: list[ObservationRecord]) -> dict[str, str]:
-    """The project each folder's compose files named when they were indexed."""
+    """The project each folder's compose files named when they were indexed (not counting
+    an included file's, which is its includer's)."""
     return {
         o.path.rpartition("/")[0]: o.object.removeprefix("project:")
         for o in observations
-        if o.method == "compose" and o.predicate == PART_OF
+        if o.method == "compose" and o.predicate == PART_OF and not o.props.get("included")
     }
 
 
