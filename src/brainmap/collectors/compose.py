@@ -165,9 +165,9 @@ def collect(
             props = {"replaces": replaced} if replaced else {}
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, _extended(services.mapping, svc_name), subject, project, env, method)
-    if layer or included:
-        for obs in out:
-            obs.props.update({"layer": layer} if layer else {"included": True})
+    marks = {"layer": layer} if layer else {"included": True} if included else {}
+    for obs in out:
+        obs.props.update(marks)
     return only_safe(out)
 
 

@@ -143,9 +143,8 @@ def config_observations(
     and part of what ``docker compose up`` reads, whatever its file's name."""
     if source == "compose":
         env = _dotenv(path.parent / ".env", root, rel)
-        if included:
-            return compose.collect(text, project, env, included=True)
-        return compose.collect(text, project, env, layer=compose.layer_of(path.name))
+        layer = None if included else compose.layer_of(path.name)
+        return compose.collect(text, project, env, layer=layer, included=included)
     if source == "ssh":
         return sshconfig.collect(path, text, rel, include_roots)
     if source == "yaml":
