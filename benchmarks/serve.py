@@ -12,7 +12,8 @@ Under load, 8 clients search for ``--seconds``, three times over:
 - ``loaded``: the queries of the latency run again (the server may have their vectors cached);
 - ``saving``: as ``loaded`` while a ninth client saves a new note (POST /save) every second;
   each save writes a file, indexes and embeds it and changes the vector matrix;
-- ``fresh``: queries the server has not seen, so every request embeds its query.
+- ``fresh``: queries the server has not seen, so every request embeds its query
+  (``fresh_server_cpu_ms``: the server's CPU a request, model included).
 
 ``--rounds N`` then runs, on the same server, one ``loaded`` round to warm the query cache
 again (the fresh run emptied it), then ``loaded`` and ``saving`` alternately: N saving rounds
@@ -367,7 +368,9 @@ def main() -> None:
         saving_rps, saving, saves = throughput(
             url, queries, clients=8, seconds=args.seconds, save_every=every, bare=bare
         )
+        fresh_cpu = _cpu_seconds(server.pid)
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
+        fresh_cpu = (_cpu_seconds(server.pid) - fresh_cpu) / max(1, len(fresh_loaded))
         quiet: list[float] = []  # loaded p95 of each round, then saving p95
         busy: list[float] = []
         rate = args.pace * rps if args.pace else None
@@ -408,6 +411,7 @@ def main() -> None:
         "fresh_requests_per_s": round(fresh_rps, 1),
         "fresh_p50_ms": ms(statistics.median(fresh_loaded)),
         "fresh_p95_ms": ms(percentile(fresh_loaded, 0.95)),
+        "fresh_server_cpu_ms": ms(fresh_cpu),  # the server's CPU a fresh search (Linux)
         "saving_requests_per_s": round(saving_rps, 1),
         "saving_p50_ms": ms(statistics.median(saving)),
         "saving_p95_ms": ms(percentile(saving, 0.95)),

