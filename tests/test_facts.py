@@ -782,6 +782,70 @@ def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path
     brain.close()
 
 
+def test_ask_about_a_service_a_project_lacks_or_calls_otherwise(home: Path, tmp_path: Path) -> None:
+    """A service the question calls so, in a project that has none of that name: the answer
+    says so and names the project's services, never a sibling's ports (nor those of the
+    service of that name in another project). A service goes by its image's name too ("the
+    redis of P": the broker running redis), its own name first."""
+    lib = tmp_path / "lab"
+    write(lib / "papers" / "compose.yaml", """\
+services:
+  broker: {image: docker.io/library/redis:7}
+  db: {image: "postgres:16@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+  webserver: {image: ghcr.io/example/papers:2.1, ports: ["8010:8000"]}
+""")  # fmt: skip
+    write(lib / "papers" / "README.md", "Open http://localhost:8000 after starting.\n")
+    write(lib / "cache-api" / "compose.yaml", """\
+services:
+  api: {image: example/api, ports: ["9191:8000"]}
+  redis: {image: "registry.local:5000/redis", ports: ["6380:6379"]}
+  nginx: {image: nginx, ports: ["8443:443"]}
+  proxy: {image: nginx:1.27, ports: ["8081:80"]}
+""")  # fmt: skip
+    write(
+        lib / "shop" / "compose.yaml",
+        "services:\n  web: {image: nginx, ports: ['8080:80']}\n  db: {image: mariadb}\n",
+    )
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+    for question in (
+        "which port does the db service of cache-api publish",
+        "¿qué puerto publica el servicio db de cache-api?",
+        "quale porta pubblica il servizio db di cache-api",
+        "cache-api 的 db 服务发布哪个端口",
+    ):
+        result = ask(question)
+        assert result.answer == (
+            "project cache-api has no service called db (its services: api, nginx, proxy, redis)"
+        ), question
+        assert result.facts == [], question
+    otel = ask("which port does the otel service of shop publish")
+    assert otel.answer == "project shop has no service called otel (its services: db, web)"
+    # by the image it runs, when no service has that name
+    for question, subject in (
+        ("which port does the redis of papers publish", "broker"),
+        ("which port does the postgres service of papers publish", "db"),
+    ):
+        result = ask(question)
+        assert result.answer == f"service {subject} of papers publishes no port", question
+        assert result.facts == [], question
+    # its own name before another's image: nginx, not proxy that runs nginx
+    nginx = ask("which port does the nginx service of cache-api publish")
+    assert _said(nginx, "service:cache-api/nginx") == {"8443"}
+    # the image's name where a service is named otherwise ("a registry's port is no tag")
+    assert _said(ask("which port does redis of cache-api publish"),
+                 "service:cache-api/redis") == {"6380"}  # fmt: skip
+    # the project alone still answers with all of its ports
+    assert ask("which port does papers publish").answer == (
+        "8010 (papers/README.md:1 says 8000; overruled by authority: config over narrative)"
+    )
+    brain.close()
+
+
 def test_ask_leads_with_the_authoritative_value(home: Path, tmp_path: Path) -> None:
     """A README that disagrees with the compose file loses and is shown; a port the compose
     file does not list is against it; a running container outranks the compose file."""
@@ -1146,6 +1210,9 @@ def test_scrub_and_secret_names() -> None:
     assert scrub("https://hooks.example.com/services/T0/B0/leak") == "https://hooks.example.com"
     assert scrub("ann@example.org") == "ann@example.org"  # an address, no credentials
     assert scrub("postgres@sha256:abc") == "postgres@sha256:abc"
+    pinned = "postgres:16@sha256:" + "0123456789abcdef" * 4  # a tag and a digest
+    assert scrub(pinned) == pinned
+    assert scrub("user:pw@sha256:0123") == "sha256:0123"  # no digest: credentials
     secret = ["DB_PASS", "MYSQL_PWD", "AWS_ACCESS_KEY_ID", "STRIPE_KEY", "API_TOKEN", "PGPASS"]
     assert all(is_secret_name(n) for n in secret[:5])
     assert not any(is_secret_name(n) for n in ["PORT", "DB_PORT", "TAG", "MONKEY", "HOSTNAME"])
@@ -1571,3 +1638,109 @@ def _as_a_fresh_index(brain: ops.Brain, lib: Path, home: Path) -> None:
     _collect(fresh)
     assert _facts(fresh).keys() == _facts(brain).keys()
     fresh.close()
+
+
+def test_a_service_extending_one_of_another_file(home: Path, tmp_path: Path) -> None:
+    """``extends: {file: ..., service: ...}`` merges the other file's service in, as docker
+    compose does: its ports (cited at that file's line), through further extends of that file
+    (relative to it). The other file need not be a compose file the scan reads: an edit of it,
+    its removal and its coming back are followed at the next reindex, as a fresh index reads
+    the same files. One that cannot be read (outside the library, gone) makes what the
+    service publishes unknown, never "publishes no port"."""
+    lib = tmp_path / "lab"
+    write(lib / "shared" / "base.yaml", """\
+services:
+  pybase:
+    image: python:3.12
+    ports: ["8400:8000"]
+  worker:
+    extends: {file: ./more/jobs.yml, service: jobs}
+""")  # fmt: skip
+    write(lib / "shared" / "more" / "jobs.yml",
+          "services:\n  jobs:\n    expose: ['7000']\n    ports: ['7001:7000']\n")  # fmt: skip
+    write(lib / "checkout" / "compose.yaml", """\
+services:
+  payments:
+    extends: {file: ../shared/base.yaml, service: pybase}
+  cron:
+    extends:
+      file: ../shared/base.yaml
+      service: worker
+    ports: ["7002:7000"]
+  cart:
+    image: example/cart
+    ports: ["8300:80"]
+  legacy:
+    extends: {file: ../../outside.yaml, service: web}
+""")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def ask(question: str) -> ops.facts.AskResult:
+        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+    payments = ask("which port does the payments service of checkout publish")
+    assert _said(payments, "service:checkout/payments") == {"8400"}
+    [fact] = payments.facts
+    assert [(e.path, e.line) for e in fact.evidence] == [("shared/base.yaml", 4)]
+    # through the base file's own extends, relative to it; the service's own list adds up
+    cron = ask("which port does the cron service of checkout publish")
+    assert _said(cron, "service:checkout/cron") == {"7001", "7002"}
+    legacy = ask("which port does the legacy service of checkout publish")
+    assert legacy.answer == (
+        "service legacy of checkout: not known (it extends a service of ../../outside.yaml, "
+        "which cannot be read)"
+    )
+    assert _said(ask("which port does the cart service of checkout publish"),
+                 "service:checkout/cart") == {"8300"}  # fmt: skip
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh")
+
+    write(lib / "shared" / "base.yaml",
+          "services:\n  pybase:\n    image: python:3.12\n    ports: ['8401:8000']\n")  # fmt: skip
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    payments = ask("which port does the payments service of checkout publish")
+    assert _said(payments, "service:checkout/payments") == {"8401"}
+    cron = ask("which port does the cron service of checkout publish")  # worker is gone
+    assert _said(cron, "service:checkout/cron") == {"7002"}
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh-edited")
+
+    (lib / "shared" / "base.yaml").unlink()
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert ask("which port does the payments service of checkout publish").answer == (
+        "service payments of checkout: not known (it extends a service of "
+        "../shared/base.yaml, which cannot be read)"
+    )
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh-gone")
+
+    write(lib / "shared" / "base.yaml",
+          "services:\n  pybase:\n    ports: ['8402:8000']\n")  # fmt: skip
+    report = ops.reindex(brain, ops.ReindexInput(embed=False)).libraries[0]
+    assert report.updated == 0  # the compose file is read again; no markdown is
+    payments = ask("which port does the payments service of checkout publish")
+    assert _said(payments, "service:checkout/payments") == {"8402"}
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh-back")
+    brain.close()
+
+
+def test_config_files_read_by_older_collectors_are_read_again(home: Path, tmp_path: Path) -> None:
+    """An index whose config files older collectors read (a version behind) reads every
+    config file again at the next reindex, and no markdown; then it is current."""
+    from brainmap.collectors import CONFIG_COLLECTORS
+
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", "services:\n  web: {ports: ['8080:80']}\n")
+    write(lib / "blog" / "compose.yaml", "services:\n  ghost: {ports: ['2368:2368']}\n")
+    write(lib / "shop" / "README.md", "# Shop\n\nThe shop.\n")
+    for path in lib.rglob("*.*"):  # written long before: no racy timestamps read again
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    brain = _brain(home, lib)
+    _collect(brain)
+    [library_id] = brain.store.entries.library_ids(["lab"]).values()
+    assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
+    brain.store.entries.mark_collected(library_id, CONFIG_COLLECTORS - 1)
+    reindex = ops.ReindexInput(libraries=["lab"], embed=False)
+    report = ops.reindex(brain, reindex).libraries[0]
+    assert (report.code_files, report.updated, report.unchanged) == (2, 0, 1)
+    assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
+    assert ops.reindex(brain, reindex).libraries[0].code_files == 0
+    brain.close()

@@ -435,9 +435,15 @@ def index_library(
     batch = _Batch(store)
     seen_code: set[str] = set()
     sources = lib.fact_sources()
-    from brainmap.collectors.files import ProjectFinder  # the collectors load when indexing
+    from brainmap.collectors import CONFIG_COLLECTORS  # the collectors load when indexing
+    from brainmap.collectors.files import ProjectFinder, extended_changed
 
     projects = ProjectFinder(root, lib.name)
+    # config files read by older collectors are read again, every one (not the markdown)
+    recollect = full or store.entries.library_collectors(library_id) != CONFIG_COLLECTORS
+    # compose files whose extends read a file that changed since (it need not be scanned)
+    extending = {} if full else store.facts.compose_reads(library_id)
+    reread = {rel for rel, reads in extending.items() if extended_changed(root, reads)}
     env_changed: set[str] = set()  # folders whose .env changed in this run
     # folders whose compose base file or .env changed in this run (or went): the compose files
     # in and beneath them are read anew, as what the base file includes may have changed
@@ -501,9 +507,16 @@ def index_library(
                 changed = full or not old_code or not _same_stat(old_code, found.stat)
                 if changed and _names_projects(name):  # scanned before the folder's others
                     config_changed(folder, name)
-                anew = folder in env_changed or _beneath(found.rel, renamed)
+                anew = (
+                    recollect
+                    or folder in env_changed
+                    or _beneath(found.rel, renamed)
+                    or found.rel in reread
+                )
                 if anew and any(source.wants(found.rel) for source in sources.values()):
-                    changed = True  # interpolated from the .env that changed, or renamed
+                    # older collectors read it, it is interpolated from the .env that changed,
+                    # renamed, or a file it extends changed
+                    changed = True
                 elif _beneath(found.rel, bases_changed) and (
                     "compose" in sources and sources["compose"].wants(found.rel)
                 ):
@@ -577,6 +590,8 @@ def index_library(
         store.entries.clear_skips(library_id, skipped)
         if report.added or report.updated or report.deleted or report.skipped or full:
             store.entries.mark_indexed(library_id, _now(), analysis if full else None)
+        if recollect:
+            store.entries.mark_collected(library_id, CONFIG_COLLECTORS)
         batch.commit()
     except BaseException as exc:
         batch.abort(exc)

@@ -138,6 +138,8 @@ def _print_answer(result: Any) -> None:
     for fact in result.facts:
         colour = _CONFIDENCE_COLOURS.get(fact.confidence, "white")
         click.echo(click.style(f"[{fact.confidence}] ", fg=colour) + fact.what)
+        if fact.views:
+            click.echo(f"    only in {fact.views}")
         print_evidence(fact.evidence, fact.against, "    ", library=True)
         if fact.resolved_by:
             click.echo(f"    conflict resolved by {fact.resolved_by}")
@@ -155,7 +157,7 @@ def _print_answer(result: Any) -> None:
             click.echo("  no results")
     elif web.status in ("throttled", "unavailable"):
         click.echo(f"web: {web.status} ({web.detail}); this says nothing about the answer")
-    if not (result.facts or result.info or web.results):
+    if not (result.answer or result.facts or result.info or web.results):
         click.echo("nothing known about this")
     _print_written(result)
 

@@ -33,6 +33,11 @@ METHOD_KIND = {
 }
 
 # Predicates (the object is a node key of the kind in brackets)
+# What the config collectors (compose, ssh, yaml) make of a file, as a version: when it
+# changes, the indexer reads every config file again, and no markdown (the text analysis has
+# its own, analysis.ANALYZER_VERSION). 1: compose's extends of another file, image digests.
+CONFIG_COLLECTORS = 1
+
 PART_OF = "part_of"  # service -> project
 PUBLISHES = "publishes"  # service -> host port [port]; props: container, protocol, host_ip
 # a published port with no host port (``ports: ["80"]``): docker picks one at start; kept as
@@ -127,6 +132,10 @@ def drop_userinfo(url: str) -> str:
     return f"{scheme}://{rest[rest.rfind('@') + 1 :]}"
 
 
+# a content digest (an OCI image's): algorithm, colon, at least 32 hex digits
+_DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[0-9a-fA-F]{32,}")
+
+
 def _scrub_word(word: str) -> str:
     at = word.rfind("@")
     if "://" in word:
@@ -137,6 +146,8 @@ def _scrub_word(word: str) -> str:
         return word
     if word.startswith("//"):
         return "//" + word[at + 1 :]
+    if _DIGEST.fullmatch(word[at + 1 :]):  # an image pinned by digest: postgres:16@sha256:...
+        return word
     return word[at + 1 :] if ":" in word[:at] else word
 
 

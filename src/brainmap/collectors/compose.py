@@ -4,7 +4,8 @@ networks and the *names* of environment variables (never their values)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from brainmap.collectors import (
     CONTAINER_NAME,
@@ -43,6 +44,11 @@ _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+# Reads the file an ``extends`` names: (the file that names it, None for the one collected;
+# the path as written) -> (the file's path in the library, its services), None when it cannot
+# be read (outside the library, missing, not YAML)
+Load = Callable[[str | None, str], tuple[str, Mapping[str, Node]] | None]
 
 
 def read_env(text: str) -> dict[str, str]:
@@ -135,6 +141,7 @@ def collect(
     first_line: int = 1,
     layer: str | None = None,
     included: bool = False,
+    load: Load | None = None,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
     where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``
@@ -144,7 +151,12 @@ def collect(
     override file or a variant, a service whose ``ports``, ``expose`` or ``volumes`` list is tagged
     ``!override`` or ``!reset`` (replacing the base file's list, not adding to it) says which
     in its ``part_of``'s ``replaces``. The observations of a file another one ``included``
-    say so (``included``): they are in ``project``, whatever the file names."""
+    say so (``included``): they are in ``project``, whatever the file names.
+
+    A service that ``extends`` a service of another file has that one's settings merged in
+    when ``load`` reads it: their observations cite that file (``file``, ``extended``). One
+    whose file cannot be read says which in its ``part_of``'s ``unread``: what it publishes
+    is then not known."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -163,47 +175,66 @@ def collect(
             replaced = [k for k, n in zip(_REPLACEABLE, lists, strict=True)
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
             props = {"replaces": replaced} if replaced else {}
+        chain, unread = _extended(services.mapping, svc_name, load)
+        if unread:
+            props["unread"] = unread
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
-        _service(out, _extended(services.mapping, svc_name), subject, project, env, method)
+        _service(out, chain, subject, project, env, method)
     marks = {"layer": layer} if layer else {"included": True} if included else {}
     for obs in out:
         obs.props.update(marks)
     return only_safe(out)
 
 
-def _extended(services: Mapping[str, Node], name: str) -> list[Node]:
-    """The service ``name`` and the services of the same file it ``extends`` (one another's,
-    in turn), the furthest first: what docker compose merges into it. An ``extends`` with a
-    ``file`` is not followed; a loop ends where it closes."""
-    chain: list[Node] = []
-    seen: set[str] = set()
-    while name not in seen and (node := services.get(name)) is not None:
-        seen.add(name)
-        chain.append(node)
+class _Link(NamedTuple):
+    """A service of an ``extends`` chain, and the file it is in (None: the one collected)."""
+
+    node: Node
+    file: str | None
+
+
+def _extended(
+    services: Mapping[str, Node], name: str, load: Load | None
+) -> tuple[list[_Link], str | None]:
+    """The service ``name`` and the services it ``extends`` (one another's, in turn, in its
+    file or another that ``load`` reads), the furthest first: what docker compose merges into
+    it; and the file of an ``extends`` that could not be read (the chain stops there). A loop
+    ends where it closes."""
+    chain: list[_Link] = []
+    seen: set[tuple[str | None, str]] = set()
+    file: str | None = None
+    while (file, name) not in seen and (node := services.get(name)) is not None:
+        seen.add((file, name))
+        chain.append(_Link(node, file))
         extends = node.get("extends")
         if extends is None:
             break
         base = extends.get("service")
-        if extends.get("file") is not None:
-            break
         name = (base.text if base is not None else extends.text) or ""
-    return chain[::-1]
+        other = extends.get("file")
+        if other is not None and other.text and other.text.strip():
+            found = load(file, other.text.strip()) if load is not None else None
+            if found is None:
+                return chain[::-1], other.text.strip()
+            file, services = found
+    return chain[::-1], None
 
 
-def _merged(chain: list[Node], key: str) -> list[Node]:
-    """The items of a list attribute of an extended service: the bases' and then its own
-    (``!override``, ``!reset``: its own only)."""
-    items: list[Node] = []
-    for node in chain:
+def _merged(chain: list[_Link], key: str) -> list[tuple[Node, str | None]]:
+    """The items of a list attribute of an extended service, each with its file: the bases'
+    and then its own (``!override``, ``!reset``: its own only)."""
+    items: list[tuple[Node, str | None]] = []
+    for node, file in chain:
         value = node.get(key)
         if value is not None:
-            items = (items if value.tag not in REPLACING_TAGS else []) + value.items
+            kept = items if value.tag not in REPLACING_TAGS else []
+            items = kept + [(item, file) for item in value.items]
     return items
 
 
 def _service(
     out: list[Observation],
-    chain: list[Node],
+    chain: list[_Link],
     subject: str,
     project: str,
     env: Mapping[str, str],
@@ -212,52 +243,56 @@ def _service(
     """The observations of one service; ``chain``: the services it extends, then itself
     (their image when it sets none, their ports, exposed ports, volumes and variables)."""
 
-    def add(predicate: str, obj: str, line: int, **props: str) -> None:
-        out.append(Observation(subject, predicate, obj, line, method, dict(props)))
+    def add(predicate: str, obj: str, line: int, file: str | None = None, **props: str) -> None:
+        cited: dict[str, object] = {"file": file, "extended": True} if file else {}
+        out.append(Observation(subject, predicate, obj, line, method, {**props, **cited}))
 
-    svc = chain[-1]
+    svc = chain[-1].node
     defaults: dict[str, str] = {}  # only ports take .env values
-    image = next((n.get("image") for n in reversed(chain) if n.get("image") is not None), None)
-    if image is not None and image.text:
-        add(IMAGE, image_key(interpolate(image.text, defaults)), image.line)
+    image = next(
+        ((n.get("image"), f) for n, f in reversed(chain) if n.get("image") is not None), None
+    )
+    if image is not None and image[0] is not None and image[0].text:
+        add(IMAGE, image_key(interpolate(image[0].text, defaults)), image[0].line, image[1])
     container = svc.get("container_name")
     if container is not None and container.text:
         name = interpolate(container.text, defaults)
         add(CONTAINER_NAME, "container:" + name, container.line)
-    for item in _merged(chain, "ports"):
+    for item, file in _merged(chain, "ports"):
         for host_ip, published, target, proto in _ports(item, env):
             if published is None:  # a random host port: reachable, but on no known port
-                add(EXPOSES, port_key(target), item.line, protocol=proto,
+                add(EXPOSES, port_key(target), item.line, file, protocol=proto,
                     published=RANDOM_HOST_PORT)  # fmt: skip
             else:
                 props = {"container": target, "protocol": proto}
                 if host_ip:
                     props["host_ip"] = host_ip
-                add(PUBLISHES, port_key(published), item.line, **props)
-    for item in _merged(chain, "expose"):
+                add(PUBLISHES, port_key(published), item.line, file, **props)
+    for item, file in _merged(chain, "expose"):
         spec, _, proto = interpolate(item.text or "", env).partition("/")
         for port in _expand(spec) or []:
-            add(EXPOSES, port_key(port), item.line, protocol=proto or "tcp")
+            add(EXPOSES, port_key(port), item.line, file, protocol=proto or "tcp")
     deps = svc.get("depends_on")
     for dep_name, dep_line in _names(deps):
         add(DEPENDS_ON, service_key(project, dep_name), dep_line)
     networks = svc.get("networks")
     for net_name, net_line in _names(networks):
         add(NETWORK, f"network:{project}/{net_name}", net_line)
-    mounted: dict[str, tuple[str, int]] = {}  # target -> source: the last file's mount wins
-    for item in _merged(chain, "volumes"):
+    # target -> source: the last file's mount wins
+    mounted: dict[str, tuple[str, int, str | None]] = {}
+    for item, file in _merged(chain, "volumes"):
         source, target = _volume(item, defaults)
         mounted.pop(target, None)
-        mounted[target] = (source, item.line)
-    for target, (source, line) in mounted.items():
+        mounted[target] = (source, item.line, file)
+    for target, (source, line, file) in mounted.items():
         if source:
-            add(VOLUME, "volume:" + source, line, target=target)
+            add(VOLUME, "volume:" + source, line, file, target=target)
     named: set[str] = set()
-    for node in reversed(chain):  # its own first: a base's line for the same name is not
+    for node, file in reversed(chain):  # its own first: a base's line for the same name is not
         for var, var_line in _env_names(node.get("environment")):
             if var not in named:
                 named.add(var)
-                add(ENV_VAR, "env:" + var, var_line)
+                add(ENV_VAR, "env:" + var, var_line, file)
 
 
 def _names(node: Node | None) -> list[tuple[str, int]]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from brainmap.collectors import Observation, compose, project_name, sshconfig, yamlconf
-from brainmap.safefile import open_beneath, read_regular_at
+from brainmap.collectors import PART_OF, Observation, compose, project_name, sshconfig, yamlconf
+from brainmap.collectors.yamltree import BudgetExceeded, Node, parse
+from brainmap.safefile import open_beneath, read_beneath, read_regular_at
 
 MAX_ENV_BYTES = 1_000_000
 
@@ -144,12 +147,88 @@ def config_observations(
     if source == "compose":
         env = _dotenv(path.parent / ".env", root, rel)
         layer = None if included else compose.layer_of(path.name)
-        return compose.collect(text, project, env, layer=layer, included=included)
+        extended = ExtendedFiles(root, rel, env)
+        said = compose.collect(text, project, env, layer=layer, included=included, load=extended)
+        if extended.seen:  # what to re-read this file after (see ExtendedFiles.changed)
+            reads = extended.reads()
+            for obs in said:
+                if obs.predicate == PART_OF:
+                    obs.props["reads"] = reads
+        return said
     if source == "ssh":
         return sshconfig.collect(path, text, rel, include_roots)
     if source == "yaml":
         return yamlconf.collect(text, project, path.name.rsplit(".", 1)[0])
     raise ValueError(f"unknown config source {source!r}")
+
+
+class ExtendedFiles:
+    """Reads the files a compose file's ``extends`` name (:data:`compose.Load`): beneath the
+    library (none without it), no symlink followed, each once; and remembers what it saw of
+    each (size and time, or nothing), so that the compose file is read again when one of them
+    changes, comes or goes (:func:`extended_changed`)."""
+
+    def __init__(self, root: Path | None, rel: str, env: Mapping[str, str]) -> None:
+        self.root = root
+        self.rel = rel
+        self.env = env
+        # library path -> ((mtime ns, size) or None when unreadable, its services or None)
+        self.seen: dict[str, tuple[tuple[int, int] | None, Mapping[str, Node] | None]] = {}
+
+    def __call__(self, within: str | None, path: str) -> tuple[str, Mapping[str, Node]] | None:
+        if self.root is None:
+            return None
+        folder = (within or self.rel).rpartition("/")[0]
+        target = _joined(folder, compose.interpolate(path, self.env))
+        if not target:  # outside the library: never read
+            return None
+        if target not in self.seen:
+            self.seen[target] = _services_at(self.root, target)
+        services = self.seen[target][1]
+        return None if services is None else (target, services)
+
+    def reads(self) -> list[list[Any]]:
+        """``[path, mtime ns, size]`` of each file read, ``[path, None, None]`` of each that
+        could not be."""
+        return [[path, *(stat or (None, None))] for path, (stat, _) in sorted(self.seen.items())]
+
+
+def extended_changed(root: Path, reads: list[list[Any]]) -> bool:
+    """Whether a file a compose file's ``extends`` read (:meth:`ExtendedFiles.reads`) is not
+    as it was then: changed, gone, or come."""
+    return any(_stat_at(root, str(path)) != (None if mtime is None else (mtime, size))
+               for path, mtime, size in reads)  # fmt: skip
+
+
+def _stat_at(root: Path, rel: str) -> tuple[int, int] | None:
+    """(mtime ns, size) of the regular file ``rel`` beneath ``root`` (no symlink followed)."""
+    folder, _, name = rel.rpartition("/")
+    try:
+        dir_fd = open_beneath(root, folder)
+    except OSError:
+        return None
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+
+def _services_at(root: Path, rel: str) -> tuple[tuple[int, int] | None, Mapping[str, Node] | None]:
+    """What :class:`ExtendedFiles` keeps of the file ``rel``: its size and time (taken before
+    it is read: a change while reading reads it again next time) and its services."""
+    seen = _stat_at(root, rel)
+    if seen is None:
+        return None, None
+    try:
+        text = read_beneath(root, rel, MAX_ENV_BYTES).decode("utf-8", "replace")
+        tree = parse(text)
+    except (OSError, BudgetExceeded):
+        return seen, None
+    services = tree.get("services") if tree is not None else None
+    return seen, (services.mapping if services is not None and services.mapping else None)
 
 
 def _dotenv(path: Path, root: Path | None = None, rel: str = "") -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from brainmap.analysis import fold, is_stopword, split_tokens
@@ -89,6 +89,9 @@ KIND_WORDS_BEFORE_NAME = frozenset(
 )
 # the kind words that say the name beside them is a project's (the others: a service's)
 _PROJECT_WORDS = frozenset("project 项目 proyecto progetto".split())
+# the kind words that say the name beside them is a compose service's own name (a container
+# may be called otherwise: container_name)
+_SERVICE_WORDS = frozenset("service servicio servizio 服务".split())
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -143,6 +146,16 @@ def _names(key: str) -> tuple[tuple[Name, ...], Name, Name]:
     return (_name(label(key)),), (), ()
 
 
+def _image_name(image: str) -> Name:
+    """The name an image goes by, as a service may be called: ``image:redis:7`` -> redis,
+    ``image:ghcr.io/org/paperless-ngx:2.1@sha256:...`` -> paperless-ngx."""
+    ref = image.removeprefix("image:").partition("@")[0]
+    path, _, tag = ref.rpartition(":")
+    if path and "/" not in tag:  # a tag (registry:5000/app has a port, not a tag)
+        ref = path
+    return _name(ref.rpartition("/")[2])
+
+
 def _kinds_of(key: str, count: int) -> tuple[str, ...]:
     """What each of the ``count`` names of :func:`_names` is: a service's project names and
     its own, a project's names; "" for anything else."""
@@ -167,6 +180,7 @@ class _Question:
     spans: dict[Name, list[int]]  # the names it spells out, each where it starts
     free: set[str]  # content words outside those names
     kinds: dict[int, str]  # where a name starts beside a kind word: service or project
+    services: set[Name]  # what a service word says is a service's name, known or not
 
     def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
@@ -232,7 +246,23 @@ def _read(question: str, names: set[Name]) -> _Question:
             if beside:
                 kinds[start] = "project" if tokens[beside[0]] in _PROJECT_WORDS else "service"
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
-    return _Question(tokens, dict(spans), free, kinds)
+    services = {name for name, starts in spans.items() for start in starts
+                if _beside_service_word(tokens, start, len(name))}  # fmt: skip
+    services.update(  # a name no subject has: "the otel service of shop"
+        (token,) for i, token in enumerate(tokens)
+        if i not in taken and content[i] and token not in _PREDICATE_VOCABULARY
+        and _beside_service_word(tokens, i, 1)
+    )  # fmt: skip
+    return _Question(tokens, dict(spans), free, kinds, services)
+
+
+def _beside_service_word(tokens: list[str], start: int, length: int) -> bool:
+    """Whether the name at ``start`` sits where its language puts a service's name beside
+    the word service ("the web service", "servizio web", "web 服务")."""
+    end = start + length
+    return (end < len(tokens) and tokens[end] in _SERVICE_WORDS & KIND_WORDS_AFTER_NAME) or (
+        start > 0 and tokens[start - 1] in _SERVICE_WORDS & KIND_WORDS_BEFORE_NAME
+    )
 
 
 def _asks(free: set[str]) -> dict[str, int]:
@@ -277,8 +307,12 @@ class Reply:
     lead: list[FactRow]  # what the answer states: the asked subjects' values, none contradicted
     against: list[FactRow]  # contradicted assertions about the same slots: the disagreement
     silent: list[str]  # asked services their compose file declares without a port
+    # asked services that extend a service of a file not read: (service, that file)
+    unknown: list[tuple[str, str]]
     asked: set[str]  # the subjects the question names best
     aside: list[FactRow]  # what compose files the question's view does not read say instead
+    # (project, the service name asked, the services it has): a service it does not have
+    missing: list[tuple[str, str, list[str]]]
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -293,7 +327,14 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     Deterministic name matching over subjects, predicates and objects: the facts root is
     small and exact names matter more than meaning here.
     """
-    q = _read(question, {n for f in facts for n in _names(f.subject)[0] if n})
+    # a service also goes by its image's name ("the redis of P": the broker running redis)
+    aliases: dict[str, set[Name]] = defaultdict(set)
+    for f in facts:
+        alias = _image_name(f.object) if f.predicate == IMAGE else ()
+        if alias and f.subject.startswith("service:") and alias != _names(f.subject)[0][-1]:
+            aliases[f.subject].add(alias)
+    known = {n for f in facts for n in _names(f.subject)[0] if n}
+    q = _read(question, known.union(*aliases.values()))
     asks = _asks(q.free)
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
@@ -305,38 +346,49 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     topical = {_singular(w) for p, n in asks.items() if n == most for w in PREDICATE_WORDS[p]}
     naming = q.free - loose - topical
 
-    def score(key: str) -> tuple[int, int, int, int]:
-        """Tokens its names spell, other words of its names or folders the question has,
-        question words among them that do not ask what the question asks most, and whether
-        the question spells its project's whole path (of projects django and
-        samples/django, "the web service of django" is the first's)."""
+    def score(key: str) -> tuple[int, int, int, int, int]:
+        """Tokens its names spell (its image's name too), of them those its own names spell,
+        other words of its names or folders the question has, question words among them
+        that do not ask what the question asks most, and whether the question spells its
+        project's whole path (of projects django and samples/django, "the web service of
+        django" is the first's)."""
         names, above, whole = _names(key)
         own = {w for n in (*names, above) for w in n}
-        spelt = q.covered(names, _kinds_of(key, len(names)))
+        kinds = _kinds_of(key, len(names))
+        by_image = tuple(aliases.get(key, ()))
+        spelt = q.covered(names, kinds)
+        also = q.covered(names + by_image, kinds + ("service",) * len(by_image))
         whole_path = bool(whole) and bool(q.covered((whole,), ("project",)))
-        return len(spelt), len(loose & own), len(naming & own), int(whole_path)
+        return len(also), len(spelt), len(loose & own), len(naming & own), int(whole_path)
+
+    def named_at_all(score: tuple[int, ...]) -> bool:
+        return bool(score[0] or score[2])
 
     subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
-    scored: list[tuple[tuple[int, int, int, int], int, FactRow]] = []
+    scored: list[tuple[tuple[int, int, int, int, int], int, FactRow]] = []
     for fact in facts:
         strength = _strength(fact, asks, q.free)
         if strength is None:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
-        fact_score = (mine[0] + theirs[0], mine[1] + theirs[1], mine[2] + theirs[2], mine[3])
-        if fact_score[:2] != (0, 0):
+        a, b, c, d = (m + t for m, t in zip(mine[:4], theirs[:4], strict=True))
+        fact_score = (a, b, c, d, mine[4])
+        if named_at_all(fact_score):
             scored.append((fact_score, strength, fact))
     # a subject the question names best counts even when nothing answers about it: asked
     # about a service that publishes nothing, its siblings are not the answer
-    named = [s for s in subject_score.values() if s[:2] != (0, 0)]
+    named = [s for s in subject_score.values() if named_at_all(s)]
     best = max([s for s, _, _ in scored] + named, default=None)
     if best is None:
-        return Reply([], [], [], [], set(), [])
+        return Reply([], [], [], [], [], set(), [], [])
     hits = [(strength, f) for score, strength, f in scored if score == best]
     hits.sort(key=lambda h: (-h[0], _RANK.get(h[1].confidence, 9), h[1].library,
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
+    missing = _missing(q.services, asked, aliases, subject_score)
+    if missing:  # its siblings' facts are not the answer
+        return Reply([], [], [], [], [], asked, [], missing)
     in_view, replaced = _compose_view(q.free, facts)
     standing: list[tuple[int, FactRow]] = []  # not contradicted, in the question's view
     elsewhere: list[tuple[int, FactRow]] = []  # not contradicted, in compose files aside
@@ -349,12 +401,17 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     most_elsewhere = max((s for s, _ in elsewhere), default=None)
     aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
     silent: list[str] = []
+    unknown: list[tuple[str, str]] = []
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
         publishes(f) or (exposing and f.predicate == EXPOSES) for _, f in standing
     ):  # asked what a service publishes, and nothing says it publishes anything
         declared = {f.subject for f in facts if "compose" in f.props.get("how", ()) and in_view(f)}
-        silent = sorted(s for s in asked if s.startswith("service:") and s in declared)
-        if silent:
+        unread = {f.subject: str(e["unread"]) for f in facts if f.predicate == PART_OF
+                  for e in f.props.get("evidence", ()) if e.get("unread")}  # fmt: skip
+        asked_services = sorted(s for s in asked if s.startswith("service:") and s in declared)
+        silent = [s for s in asked_services if s not in unread]
+        unknown = [(s, unread[s]) for s in asked_services if s in unread]
+        if silent or unknown:
             lead = []
     answering = [f for _, f in hits]
     if not exposing:  # what a service publishes is its answer: not also what it exposes
@@ -387,7 +444,30 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     against = [
         f for f in answering + peers if f.confidence == CONTRADICTED and shared(f, lead_slots)
     ]
-    return Reply(answering + peers, lead, against, silent, asked, aside)
+    return Reply(answering + peers, lead, against, silent, unknown, asked, aside, [])
+
+
+def _missing(
+    services: set[Name],
+    asked: set[str],
+    aliases: dict[str, set[Name]],
+    subjects: Iterable[str],
+) -> list[tuple[str, str, list[str]]]:
+    """When the question calls a name a service's ("the db service of shop") and the
+    subjects it names best are services of projects none of which has a service by that
+    name (nor running an image of it), each such project, the name, and the services it
+    has: what to answer instead of their ports."""
+    if not services or not asked or not all(s.startswith("service:") for s in asked):
+        return []
+    if any(services & ({_names(s)[0][-1]} | aliases.get(s, set())) for s in asked):
+        return []
+    projects = sorted({split_service(s)[0] for s in asked})
+    wanted = " ".join(sorted(" ".join(n) for n in services))
+    return [
+        (project, wanted, sorted({split_service(s)[1] for s in subjects
+                                  if s.startswith("service:") and split_service(s)[0] == project}))
+        for project in projects
+    ]  # fmt: skip
 
 
 def _compose_view(
@@ -407,7 +487,9 @@ def _compose_view(
         held = variants[(f.library, _project_of(f.subject))]
         held.update(f.props.get("layers", ()))
         for cited in f.props.get("evidence", ()):
-            if cited.get("method") == "compose" and not cited.get("included"):
+            if cited.get("method") == "compose" and not (
+                cited.get("included") or cited.get("extended")
+            ):
                 held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
     named = {
         key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}

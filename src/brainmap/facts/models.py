@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brainmap.collectors import CONFIG, NARRATIVE, RUNTIME
+from brainmap.facts.text import views
 from brainmap.store import FactRow
 
 CONFIRMED, PARTIAL, HYPOTHESIS, CONTRADICTED = "confirmed", "partial", "hypothesis", "contradicted"
@@ -54,6 +55,7 @@ class Fact:
     # holds only in these views of its compose files: "override" (docker compose up: the base
     # and override files), a variant's name (prod: the base file and compose.prod.yaml)
     layers: list[str] = field(default_factory=list)
+    views: str | None = None  # the same in words (None: it holds in every view)
 
 
 def _evidence(items: list[dict[str, Any]]) -> list[Evidence]:
@@ -68,6 +70,7 @@ def fact_of(row: FactRow) -> Fact:
         str(p.get("what", "")), _evidence(p.get("evidence", [])), _evidence(p.get("against", [])),
         p.get("resolved_by"), p.get("partial"), p.get("container"), p.get("protocol"),
         row.observed_at, p.get("published"), list(p.get("layers", [])),
+        views(list(p.get("layers", []))),
     )  # fmt: skip
 
 

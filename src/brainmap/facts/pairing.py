@@ -447,8 +447,11 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
     for key in ("host", "url", "container", "process", "named"):
         if key in obs.props and obs.method in ("sockets", "docker-ps", "url", "compose-ps"):
             out[key] = obs.props[key]
-    if obs.props.get("included"):  # no variant, whatever its file's name says
-        out["included"] = True
+    for key in ("included", "extended"):  # no variant, whatever its file's name says
+        if obs.props.get(key):
+            out[key] = True
+    if obs.props.get("unread"):  # the file a service extends: not read, its ports unknown
+        out["unread"] = obs.props["unread"]
     return out
 
 

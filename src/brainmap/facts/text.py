@@ -8,6 +8,7 @@ from brainmap.collectors import (
     IDENTITY_FILE,
     IMAGE,
     LISTENS_ON,
+    OVERRIDE_LAYER,
     PART_OF,
     PORT,
     PUBLISHES,
@@ -53,3 +54,15 @@ def describe_key(key: str) -> str:
         project, service = split_service(key)
         return f"service {service} of {project}"
     return f"{node.kind} {node.name}" if node.kind else key
+
+
+def views(layers: list[str]) -> str | None:
+    """Where a fact declared only in some compose files holds, in words: ``docker compose
+    up (the override file)``, ``the prod variant (-f)``; None when it holds in every view."""
+    if not layers:
+        return None
+    return ", ".join(
+        "docker compose up (the override file)" if layer == OVERRIDE_LAYER
+        else f"the {layer} variant (-f)"
+        for layer in layers
+    )  # fmt: skip

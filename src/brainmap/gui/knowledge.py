@@ -92,6 +92,7 @@ class FactView:
     sources: list[Source]
     against: list[Source]
     resolved_by: str | None
+    views: str | None  # where a fact of some compose files only holds
 
 
 def fact_view(fact: Fact, number: int = 0) -> FactView:
@@ -99,6 +100,7 @@ def fact_view(fact: Fact, number: int = 0) -> FactView:
         number, name_of(fact.subject), graph_url(fact.subject), fact.predicate,
         name_of(fact.object), graph_url(fact.object), fact.confidence, fact.what, fact.library,
         [source(e) for e in fact.evidence], [source(e) for e in fact.against], fact.resolved_by,
+        fact.views,
     )  # fmt: skip
 
 

@@ -412,16 +412,28 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     ``8080 (vuejs/README.md:20 says 80; overruled by authority: config over narrative)``, and
     what compose files the question's view does not read say (``blog/compose.prod.yaml,
     applied with -f, says 80, 443``). A service its compose file declares without ports
-    "publishes no port"; one declared only in such files, what they say. None when one kind
-    of source alone says it and nothing settled a conflict: an honest "unconfirmed".
+    "publishes no port" (unless it extends a service of a file that cannot be read: then it
+    is not known); one declared only in such files, what they say. A service the
+    question names that the project it names does not have: that, and the services it has.
+    None when one kind of source alone says it and nothing settled a conflict: an honest
+    "unconfirmed".
     """
+    if said.missing:
+        return "; ".join(
+            f"project {project} has no service called {name} (its services: {', '.join(has)})"
+            for project, name, has in said.missing
+        ), False
     lead = [fact_of(r) for r in said.lead]
     against = [fact_of(r) for r in said.against]
     aside = _aside_notes([fact_of(r) for r in said.aside], {f.subject for f in lead} | said.asked)
     if not lead:
-        if not said.silent:
+        if not (said.silent or said.unknown):
             return ("; ".join(aside), False) if aside else (None, False)
-        text = "; ".join(f"{describe_key(s)} publishes no port" for s in said.silent)
+        text = "; ".join(
+            [f"{describe_key(s)} publishes no port" for s in said.silent]
+            + [f"{describe_key(s)}: not known (it extends a service of {file}, which cannot be "
+               "read)" for s, file in said.unknown]
+        )  # fmt: skip
         notes = [_disagreement(f, said.asked) for f in against] + aside
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
     if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):

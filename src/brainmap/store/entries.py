@@ -105,6 +105,17 @@ class EntryRepo:
                     (*analysis, library_id),
                 )
 
+    def library_collectors(self, library_id: int) -> int:
+        """The config collectors' version its config files' facts were read with (0: before
+        versions)."""
+        value = self.db.one("SELECT collectors FROM library WHERE id = ?", (library_id,))
+        return int(value) if value is not None else 0
+
+    def mark_collected(self, library_id: int, version: int) -> None:
+        """Record that every config file of the library was read by collectors ``version``."""
+        with self.db.write():
+            self.db.execute("UPDATE library SET collectors = ? WHERE id = ?", (version, library_id))
+
     def library_analysis(self, library_id: int) -> tuple[int, str]:
         """The text-analysis version (0: made before versions) and the language setting of
         a library's FTS rows."""

@@ -83,6 +83,22 @@ class FactRepo:
             json_columns=("props",),
         )
 
+    def compose_reads(self, library_id: int) -> dict[str, list[list[Any]]]:
+        """Compose file -> what the files its ``extends`` read were like when it was read
+        (its ``part_of`` observations' ``reads``): those to read again when one changed."""
+        rows = self.db.rows(
+            "SELECT o.path, o.props FROM observation o WHERE o.library_id = ? "
+            "AND o.method = 'compose' AND o.predicate = 'part_of' "  # collectors.PART_OF
+            "AND o.props LIKE '%\"reads\"%'",
+            (library_id,),
+        )
+        out: dict[str, list[list[Any]]] = {}
+        for path, props in rows:
+            reads = json.loads(props).get("reads")
+            if isinstance(reads, list):
+                out[str(path)] = reads
+        return out
+
     def observation_digest(self, library_id: int) -> str:
         """Changes whenever an observation of the library that counts as evidence is added
         or removed (also by its entry's status changing)."""

@@ -14,7 +14,7 @@ import apsw
 from brainmap.analysis import FTS_TOKENIZER
 from brainmap.errors import UserError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 CACHE_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 _SQL_VARS = 500  # keep IN (...) lists well under SQLite's variable limit
@@ -365,6 +365,12 @@ _SCHEMA_V10 = """
 ALTER TABLE chunk_vec ADD COLUMN parts BLOB;
 """
 
+# v11: the version of the config collectors (collectors.CONFIG_COLLECTORS) whose facts a
+# library's config files gave: when it is behind, they alone are read again
+_SCHEMA_V11 = """
+ALTER TABLE library ADD COLUMN collectors INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Forward migrations: MIGRATIONS[v] upgrades a database at version v-1 to v. A database with
 # tables but no version (a pre-release layout) is rebuilt instead: the index is disposable.
 MIGRATIONS: dict[int, str] = {
@@ -378,6 +384,7 @@ MIGRATIONS: dict[int, str] = {
     8: _SCHEMA_V8,
     9: _SCHEMA_V9,
     10: _SCHEMA_V10,
+    11: _SCHEMA_V11,
 }
 
 

@@ -24,7 +24,7 @@ from brainmap.store.team import POSTGRES_SCHEMA
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # pg_advisory_xact_lock's key for migrations: any constant, the same in every brainmap
 MIGRATION_LOCK = 0x6272_6D61_7031  # "brmap1"
 MIN_SERVER_VERSION = 160000  # the version the tests run on (pgserver's); older: test first
@@ -284,8 +284,12 @@ CREATE INDEX supersession_target ON supersession(slug, library, role);
 _SCHEMA_V2 = """
 ALTER TABLE chunk_vec ADD COLUMN parts bytea;
 """
+# v3: the config collectors' version a library's config files were read with (store.schema v11)
+_SCHEMA_V3 = """
+ALTER TABLE library ADD COLUMN collectors integer NOT NULL DEFAULT 0;
+"""
 
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS brainmap_migration(
