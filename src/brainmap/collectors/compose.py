@@ -87,25 +87,38 @@ def interpolate(raw: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(sub, raw)
 
 
-def project_of(text: str, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+class Include(NamedTuple):
+    """One entry of a compose file's ``include:``: its files, relative to the including
+    file's folder as written, and the env files that fill them in (none written: the
+    ``.env`` of the first file's folder)."""
+
+    paths: list[str]
+    env_files: list[str]
+
+
+def project_of(text: str, env: Mapping[str, str]) -> tuple[str | None, list[Include]]:
     """The project a compose file's folder names: ``COMPOSE_PROJECT_NAME`` in its ``.env``,
-    else the file's ``name:`` (None when neither does: the folder's name is used), and the
-    compose files its ``include:`` names, relative to its folder as written (``- db/compose.yaml``
-    or ``- path: db/compose.yaml``, or a list of paths): docker compose copies their services
-    into its project."""
+    else the file's ``name:`` (None when neither does: the folder's name is used), and what
+    its ``include:`` names (``- db/compose.yaml``, or ``- path: db/compose.yaml`` or a list
+    of paths, with an ``env_file``): docker compose copies their services into its project."""
     try:
         root = parse(text)
     except BudgetExceeded:  # its files fall back to the folder's name; collect() says why
         return _chosen(env), []
     node = root.get("include") if root is not None else None
-    included: list[str] = []
+    included: list[Include] = []
     for item in node.items if node is not None else []:
-        paths = item.get("path") if isinstance(item.value, dict) else item
-        listed = paths.items if paths is not None and paths.text is None else [paths]
-        included += [
-            interpolate(p.text.strip(), env) for p in listed if p and p.text and p.text.strip()
-        ]
+        long = isinstance(item.value, dict)
+        paths = _texts(item.get("path") if long else item, env)
+        if paths:
+            included.append(Include(paths, _texts(item.get("env_file") if long else None, env)))
     return _named(root, env), included
+
+
+def _texts(node: Node | None, env: Mapping[str, str]) -> list[str]:
+    """The strings of a scalar or a list of them, interpolated (empty ones left out)."""
+    listed = node.items if node is not None and node.text is None else [node]
+    return [interpolate(n.text.strip(), env) for n in listed if n and n.text and n.text.strip()]
 
 
 def _chosen(env: Mapping[str, str]) -> str | None:
@@ -155,8 +168,8 @@ def collect(
 
     A service that ``extends`` a service of another file has that one's settings merged in
     when ``load`` reads it: their observations cite that file (``file``, ``extended``). One
-    whose file cannot be read says which in its ``part_of``'s ``unread``: what it publishes
-    is then not known."""
+    whose chain could not be read whole (a file unread, a service missing, a loop) says why
+    in its ``part_of``'s ``unread``: what it publishes is then not known (or not all)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -198,26 +211,35 @@ def _extended(
 ) -> tuple[list[_Link], str | None]:
     """The service ``name`` and the services it ``extends`` (one another's, in turn, in its
     file or another that ``load`` reads), the furthest first: what docker compose merges into
-    it; and the file of an ``extends`` that could not be read (the chain stops there). A loop
-    ends where it closes."""
+    it; and, when ``load`` is given, why the chain stops short of what docker compose would
+    merge (a file that cannot be read, a service a file does not have, a loop), which docker
+    compose refuses: what the service has is then not known. Without ``load`` (a snippet in
+    a README) the chain stops at the first ``extends`` of another file."""
     chain: list[_Link] = []
     seen: set[tuple[str | None, str]] = set()
     file: str | None = None
-    while (file, name) not in seen and (node := services.get(name)) is not None:
+    while (node := services.get(name)) is not None:
+        if (file, name) in seen:
+            return chain[::-1], "services that extend one another in a loop" if load else None
         seen.add((file, name))
         chain.append(_Link(node, file))
         extends = node.get("extends")
         if extends is None:
-            break
+            return chain[::-1], None
         base = extends.get("service")
         name = (base.text if base is not None else extends.text) or ""
         other = extends.get("file")
         if other is not None and other.text and other.text.strip():
-            found = load(file, other.text.strip()) if load is not None else None
+            path = other.text.strip()
+            found = load(file, path) if load is not None else None
             if found is None:
-                return chain[::-1], other.text.strip()
+                return chain[::-1], f"a service of {path}, which cannot be read" if load else None
             file, services = found
-    return chain[::-1], None
+    if load is None:
+        return chain[::-1], None
+    if file:
+        return chain[::-1], f"service {name} of {file}, which has no such service"
+    return chain[::-1], f"service {name}, which its file does not have"
 
 
 def _merged(chain: list[_Link], key: str) -> list[tuple[Node, str | None]]:

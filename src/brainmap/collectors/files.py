@@ -14,6 +14,7 @@ from brainmap.collectors.yamltree import BudgetExceeded, Node, parse
 from brainmap.safefile import open_beneath, read_beneath, read_regular_at
 
 MAX_ENV_BYTES = 1_000_000
+MAX_EXTENDED_BYTES = 4_000_000  # a file a compose file's extends names, read whole or not at all
 
 
 class _Base(NamedTuple):
@@ -21,7 +22,8 @@ class _Base(NamedTuple):
 
     rel: str  # its path in the library
     named: str | None  # the project it names (COMPOSE_PROJECT_NAME, name:)
-    includes: frozenset[str]  # the library paths of the files its include: names
+    # the library path of each file its include: names -> those of the env files filling it in
+    includes: dict[str, tuple[str, ...]]
 
 
 class ProjectFinder:
@@ -39,7 +41,8 @@ class ProjectFinder:
         self._cache: dict[str, str | None] = {}  # folder -> its compose project, if any
         self._projects: dict[str, str] = {}  # folder -> the project its files speak about
         self._bases: dict[str, _Base | None] = {}  # folder -> its compose base file
-        self._includers: dict[str, str | None] = {}  # compose file -> its includer's project
+        self._includers: dict[str, _Base | None] = {}  # compose file -> the base including it
+        self._envs: dict[str, IncludeEnv | None] = {}  # compose file -> what fills it in
 
     def __call__(self, rel: str) -> str:
         own = rel.rpartition("/")[0]
@@ -63,24 +66,74 @@ class ProjectFinder:
             self._cache[folder] = None if base is None else base.named or self.folder_id(folder)
         return self._cache[folder]
 
-    def compose_file(self, rel: str) -> tuple[str, bool]:
-        """The project of the services of the compose file ``rel``, and whether a base file
-        includes it: docker compose then copies them into the including project (whatever
-        the file names), else they are the project of its folder's files."""
+    def compose_file(self, rel: str) -> tuple[str, IncludeEnv | None]:
+        """The project of the services of the compose file ``rel``, and when a base file
+        includes it, what fills it in (:meth:`include_env`): docker compose then copies them
+        into the including project (whatever the file names), else they are the project of
+        its folder's files."""
         includer = self.included_by(rel)
-        return (includer, True) if includer is not None else (self(rel), False)
+        if includer is None:
+            return self(rel), None
+        return includer, self.include_env(rel)
 
     def included_by(self, rel: str) -> str | None:
         """The project of the compose base file that includes the file ``rel`` (in its
         folder or a folder above; the nearest), through the base files that include that one
         in turn; None when none does."""
+        base = self._includer(rel)
+        if base is None:
+            return None
+        return self.included_by(base.rel) or self.compose_project(base.rel.rpartition("/")[0])
+
+    def include_env(self, rel: str) -> IncludeEnv | None:
+        """The variables that fill in the compose file ``rel`` that a base file includes, as
+        docker compose sets them: those of the including file (which win), over those of the
+        include's env files (the ``.env`` of the included file's folder unless it names
+        others); and what each env file was like (:meth:`ExtendedFiles.reads`). None for a
+        file no base file includes (its own folder's ``.env`` fills it in)."""
+        if rel in self._envs:
+            return self._envs[rel]
+        base = self._includer(rel)
+        found: IncludeEnv | None = None
+        if base is not None:
+            outer = self.include_env(base.rel)
+            parent, seen = outer if outer is not None else (self._folder_env(base.rel), [])
+            own: dict[str, str] = {}
+            seen = list(seen)
+            for env_rel in base.includes[rel]:
+                stat_now = _stat_at(self.root, env_rel)
+                if stat_now is not None:
+                    try:
+                        data = read_beneath(self.root, env_rel, MAX_ENV_BYTES)
+                    except (OSError, ValueError):
+                        data = b""
+                    own.update(compose.read_env(data.decode("utf-8", "replace")))
+                seen.append([env_rel, *(stat_now or (None, None))])
+            found = IncludeEnv({**own, **parent}, seen)
+        self._envs[rel] = found
+        return found
+
+    def _folder_env(self, rel: str) -> dict[str, str]:
+        """The ``.env`` beside the file ``rel`` (as the scan reads it)."""
+        try:
+            dir_fd = open_beneath(self.root, rel.rpartition("/")[0])
+        except OSError:
+            return {}
+        try:
+            return _dotenv_at(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _includer(self, rel: str) -> _Base | None:
+        """The compose base file that includes the file ``rel``: in its folder or a folder
+        above, the nearest (None: none does)."""
         if rel not in self._includers:
-            found: str | None = None
+            found: _Base | None = None
             folder = rel.rpartition("/")[0]
             while True:
                 base = self._base(folder)
                 if base is not None and base.rel != rel and rel in base.includes:
-                    found = self.included_by(base.rel) or self.compose_project(folder)
+                    found = base
                     break
                 if not folder:
                     break
@@ -106,16 +159,37 @@ class ProjectFinder:
                     head = read_regular_at(dir_fd, name, MAX_ENV_BYTES)
                 except OSError:
                     continue
-                named, paths = compose.project_of(
+                named, entries = compose.project_of(
                     head.decode("utf-8", "replace"), _dotenv_at(dir_fd)
                 )
-                included = frozenset(j for p in paths if (j := _joined(folder, p)))
-                found = _Base(_joined(folder, name), named, included)
+                found = _Base(_joined(folder, name), named, _included(folder, entries))
                 break
         finally:
             os.close(dir_fd)
         self._bases[folder] = found
         return found
+
+
+class IncludeEnv(NamedTuple):
+    """What fills in a compose file a base file includes (:meth:`ProjectFinder.include_env`)."""
+
+    env: dict[str, str]
+    reads: list[list[Any]]  # [path, mtime ns, size] of each env file ([path, None, None]: none)
+
+
+def _included(folder: str, entries: list[compose.Include]) -> dict[str, tuple[str, ...]]:
+    """The library path of each file the includes of a base file in ``folder`` name, with
+    those of its env files: as written, else the ``.env`` of the first file's folder."""
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in entries:
+        files = [j for p in entry.paths if (j := _joined(folder, p))]
+        if not files:
+            continue
+        written = entry.env_files or [posixpath.join(posixpath.dirname(entry.paths[0]), ".env")]
+        env_files = tuple(j for p in written if (j := _joined(folder, p)))
+        for rel in files:
+            out.setdefault(rel, env_files)
+    return out
 
 
 def _joined(folder: str, path: str) -> str:
@@ -136,24 +210,26 @@ def config_observations(
     *,
     include_roots: list[Path] | None = None,
     root: Path | None = None,
-    included: bool = False,
+    included: IncludeEnv | None = None,
 ) -> list[Observation]:
     """Observations of a declared-config file; ``source`` is compose, ssh or yaml.
     ``include_roots``: the only folders an ssh ``Include`` may read (default: sshconfig's).
     ``root``: the library holding the file at ``rel``, whose ``.env`` is then read as the
-    scan reads (no symlink followed). ``included``: a compose file a base file includes
-    (:meth:`ProjectFinder.compose_file`), whose services are in ``project`` whatever it names
-    and part of what ``docker compose up`` reads, whatever its file's name."""
+    scan reads (no symlink followed). ``included``: what fills in a compose file a base file
+    includes (:meth:`ProjectFinder.compose_file`), whose services are in ``project`` whatever
+    it names and part of what ``docker compose up`` reads, whatever its file's name."""
     if source == "compose":
-        env = _dotenv(path.parent / ".env", root, rel)
+        env = included.env if included else _dotenv(path.parent / ".env", root, rel)
         layer = None if included else compose.layer_of(path.name)
         extended = ExtendedFiles(root, rel, env)
-        said = compose.collect(text, project, env, layer=layer, included=included, load=extended)
-        if extended.seen:  # what to re-read this file after (see ExtendedFiles.changed)
-            reads = extended.reads()
-            for obs in said:
-                if obs.predicate == PART_OF:
-                    obs.props["reads"] = reads
+        said = compose.collect(
+            text, project, env, layer=layer, included=included is not None, load=extended
+        )
+        # what to read this file again after (reads_changed), on its first part_of
+        reads = extended.reads() + (included.reads if included else [])
+        first = next((obs for obs in said if obs.predicate == PART_OF), None)
+        if reads and first is not None:
+            first.props["reads"] = reads
         return said
     if source == "ssh":
         return sshconfig.collect(path, text, rel, include_roots)
@@ -166,7 +242,7 @@ class ExtendedFiles:
     """Reads the files a compose file's ``extends`` name (:data:`compose.Load`): beneath the
     library (none without it), no symlink followed, each once; and remembers what it saw of
     each (size and time, or nothing), so that the compose file is read again when one of them
-    changes, comes or goes (:func:`extended_changed`)."""
+    changes, comes or goes (:func:`reads_changed`)."""
 
     def __init__(self, root: Path | None, rel: str, env: Mapping[str, str]) -> None:
         self.root = root
@@ -193,9 +269,10 @@ class ExtendedFiles:
         return [[path, *(stat or (None, None))] for path, (stat, _) in sorted(self.seen.items())]
 
 
-def extended_changed(root: Path, reads: list[list[Any]]) -> bool:
-    """Whether a file a compose file's ``extends`` read (:meth:`ExtendedFiles.reads`) is not
-    as it was then: changed, gone, or come."""
+def reads_changed(root: Path, reads: list[list[Any]]) -> bool:
+    """Whether a file that a compose file was read with (a file its ``extends`` names, an
+    env file of its include: :meth:`ExtendedFiles.reads`) is not as it was then: changed,
+    gone, or come."""
     return any(_stat_at(root, str(path)) != (None if mtime is None else (mtime, size))
                for path, mtime, size in reads)  # fmt: skip
 
@@ -203,13 +280,13 @@ def extended_changed(root: Path, reads: list[list[Any]]) -> bool:
 def _stat_at(root: Path, rel: str) -> tuple[int, int] | None:
     """(mtime ns, size) of the regular file ``rel`` beneath ``root`` (no symlink followed)."""
     folder, _, name = rel.rpartition("/")
-    try:
+    try:  # ValueError: a NUL in a path written in a file
         dir_fd = open_beneath(root, folder)
-    except OSError:
+    except (OSError, ValueError):
         return None
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
+    except (OSError, ValueError):
         return None
     finally:
         os.close(dir_fd)
@@ -220,12 +297,12 @@ def _services_at(root: Path, rel: str) -> tuple[tuple[int, int] | None, Mapping[
     """What :class:`ExtendedFiles` keeps of the file ``rel``: its size and time (taken before
     it is read: a change while reading reads it again next time) and its services."""
     seen = _stat_at(root, rel)
-    if seen is None:
-        return None, None
+    if seen is None or seen[1] > MAX_EXTENDED_BYTES:  # a cut file would lose its last services
+        return seen, None
     try:
-        text = read_beneath(root, rel, MAX_ENV_BYTES).decode("utf-8", "replace")
+        text = read_beneath(root, rel, MAX_EXTENDED_BYTES).decode("utf-8", "replace")
         tree = parse(text)
-    except (OSError, BudgetExceeded):
+    except (OSError, ValueError, BudgetExceeded):
         return seen, None
     services = tree.get("services") if tree is not None else None
     return seen, (services.mapping if services is not None and services.mapping else None)

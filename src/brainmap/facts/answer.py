@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brainmap.analysis import fold, is_stopword, split_tokens
 from brainmap.collectors import (
@@ -180,7 +180,7 @@ class _Question:
     spans: dict[Name, list[int]]  # the names it spells out, each where it starts
     free: set[str]  # content words outside those names
     kinds: dict[int, str]  # where a name starts beside a kind word: service or project
-    services: set[Name]  # what a service word says is a service's name, known or not
+    services: set[Name]  # the names a service word says are a service's
 
     def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
@@ -202,10 +202,12 @@ class _Question:
         return out
 
 
-def _read(question: str, names: set[Name]) -> _Question:
+def _read(question: str, names: set[Name], aliases: frozenset[Name] = frozenset()) -> _Question:
     """Find the names a question spells out, longest first, each token in one name only:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
-    name its redis service; "the redis service of flask-redis" does.
+    name its redis service; "the redis service of flask-redis" does. ``aliases`` (the names
+    of the images services run) are found after, in the tokens the names left: an image
+    called shop-web does not take "shop web" from project shop's web service.
 
     A name made only of function words or question words ("es", "ai", "port", "image") is
     read as one only beside a word that says so, on the side its language puts it ("the es
@@ -222,37 +224,37 @@ def _read(question: str, names: set[Name]) -> _Question:
         c and t not in _PREDICATE_VOCABULARY and not (after or before)
         for c, t, after, before in zip(content, tokens, kind_after, kind_before, strict=False)
     ]
-    longest = max(map(len, names), default=0)
-    found: list[tuple[int, int, Name]] = []
-    for i in range(len(tokens)):
-        for j in range(i + 1, min(len(tokens), i + longest) + 1):
-            name = tuple(tokens[i:j])
-            if name in names and (any(plain[i:j]) or kind_before[i - 1] or kind_after[j]):
-                found.append((-len(name), i, name))
     taken: set[int] = set()
     spans: dict[Name, list[int]] = defaultdict(list)
     kinds: dict[int, str] = {}
-    for neg_len, start, name in sorted(found):
-        where = range(start, start - neg_len)
-        if taken.isdisjoint(where):
-            taken.update(where)
-            spans[name].append(start)
-            # the kind word beside a name says what it names, not what is asked: "the web
-            # service of the shop project" asks nothing about projects
-            end = start - neg_len
-            beside = [k for k in (start - 1, end) if 0 <= k < len(tokens)
-                      and (kind_after[k] if k == end else kind_before[k])]  # fmt: skip
-            taken.update(beside)
-            if beside:
-                kinds[start] = "project" if tokens[beside[0]] in _PROJECT_WORDS else "service"
+
+    def claim(candidates: set[Name] | frozenset[Name]) -> None:
+        longest = max(map(len, candidates), default=0)
+        found: list[tuple[int, int, Name]] = []
+        for i in range(len(tokens)):
+            for j in range(i + 1, min(len(tokens), i + longest) + 1):
+                name = tuple(tokens[i:j])
+                if name in candidates and (any(plain[i:j]) or kind_before[i - 1] or kind_after[j]):
+                    found.append((-len(name), i, name))
+        for neg_len, start, name in sorted(found):
+            where = range(start, start - neg_len)
+            if taken.isdisjoint(where):
+                taken.update(where)
+                spans[name].append(start)
+                # the kind word beside a name says what it names, not what is asked: "the web
+                # service of the shop project" asks nothing about projects
+                end = start - neg_len
+                beside = [k for k in (start - 1, end) if 0 <= k < len(tokens)
+                          and (kind_after[k] if k == end else kind_before[k])]  # fmt: skip
+                taken.update(beside)
+                if beside:
+                    kinds[start] = "project" if tokens[beside[0]] in _PROJECT_WORDS else "service"
+
+    claim(names)
+    claim(aliases - names)
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
     services = {name for name, starts in spans.items() for start in starts
                 if _beside_service_word(tokens, start, len(name))}  # fmt: skip
-    services.update(  # a name no subject has: "the otel service of shop"
-        (token,) for i, token in enumerate(tokens)
-        if i not in taken and content[i] and token not in _PREDICATE_VOCABULARY
-        and _beside_service_word(tokens, i, 1)
-    )  # fmt: skip
     return _Question(tokens, dict(spans), free, kinds, services)
 
 
@@ -303,16 +305,21 @@ def publishes(fact: FactRow) -> bool:
 class Reply:
     """What the facts root says to a question."""
 
-    facts: list[FactRow]  # the answering assertions, best first, then sides they conflict with
-    lead: list[FactRow]  # what the answer states: the asked subjects' values, none contradicted
-    against: list[FactRow]  # contradicted assertions about the same slots: the disagreement
-    silent: list[str]  # asked services their compose file declares without a port
-    # asked services that extend a service of a file not read: (service, that file)
-    unknown: list[tuple[str, str]]
-    asked: set[str]  # the subjects the question names best
-    aside: list[FactRow]  # what compose files the question's view does not read say instead
+    # the answering assertions, best first, then sides they conflict with
+    facts: list[FactRow] = field(default_factory=list)
+    # what the answer states: the asked subjects' values, none contradicted
+    lead: list[FactRow] = field(default_factory=list)
+    # contradicted assertions about the same slots: the disagreement
+    against: list[FactRow] = field(default_factory=list)
+    # asked services their compose file declares without a port
+    silent: list[str] = field(default_factory=list)
+    # asked services whose extends could not all be read: (service, what it extends)
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+    asked: set[str] = field(default_factory=set)  # the subjects the question names best
+    # what compose files the question's view does not read say instead
+    aside: list[FactRow] = field(default_factory=list)
     # (project, the service name asked, the services it has): a service it does not have
-    missing: list[tuple[str, str, list[str]]]
+    missing: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -328,13 +335,21 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     small and exact names matter more than meaning here.
     """
     # a service also goes by its image's name ("the redis of P": the broker running redis)
+    # and its container's
     aliases: dict[str, set[Name]] = defaultdict(set)
     for f in facts:
-        alias = _image_name(f.object) if f.predicate == IMAGE else ()
-        if alias and f.subject.startswith("service:") and alias != _names(f.subject)[0][-1]:
+        if not f.subject.startswith("service:"):
+            continue
+        if f.predicate == IMAGE:
+            alias = _image_name(f.object)
+        elif f.predicate == CONTAINER_NAME:
+            alias = _name(label(f.object))
+        else:
+            continue
+        if alias and alias != _names(f.subject)[0][-1]:
             aliases[f.subject].add(alias)
     known = {n for f in facts for n in _names(f.subject)[0] if n}
-    q = _read(question, known.union(*aliases.values()))
+    q = _read(question, known, frozenset().union(*aliases.values()))
     asks = _asks(q.free)
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
@@ -380,15 +395,15 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     named = [s for s in subject_score.values() if named_at_all(s)]
     best = max([s for s, _, _ in scored] + named, default=None)
     if best is None:
-        return Reply([], [], [], [], [], set(), [], [])
+        return Reply()
     hits = [(strength, f) for score, strength, f in scored if score == best]
     hits.sort(key=lambda h: (-h[0], _RANK.get(h[1].confidence, 9), h[1].library,
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
-    missing = _missing(q.services, asked, aliases, subject_score)
+    missing = _missing(q.services, asked, aliases, subject_score.keys())
     if missing:  # its siblings' facts are not the answer
-        return Reply([], [], [], [], [], asked, [], missing)
+        return Reply(asked=asked, missing=missing)
     in_view, replaced = _compose_view(q.free, facts)
     standing: list[tuple[int, FactRow]] = []  # not contradicted, in the question's view
     elsewhere: list[tuple[int, FactRow]] = []  # not contradicted, in compose files aside
@@ -400,17 +415,17 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     lead = _best_port_predicates([f for s, f in standing if s == top], exposing)
     most_elsewhere = max((s for s, _ in elsewhere), default=None)
     aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
+    # asked services whose extends docker compose would merge more into than was read
+    unread = {f.subject: str(e["unread"]) for f in facts if f.predicate == PART_OF
+              and f.subject in asked for e in f.props.get("evidence", ()) if e.get("unread")}  # fmt: skip
+    unknown = sorted(unread.items())
     silent: list[str] = []
-    unknown: list[tuple[str, str]] = []
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
         publishes(f) or (exposing and f.predicate == EXPOSES) for _, f in standing
     ):  # asked what a service publishes, and nothing says it publishes anything
         declared = {f.subject for f in facts if "compose" in f.props.get("how", ()) and in_view(f)}
-        unread = {f.subject: str(e["unread"]) for f in facts if f.predicate == PART_OF
-                  for e in f.props.get("evidence", ()) if e.get("unread")}  # fmt: skip
-        asked_services = sorted(s for s in asked if s.startswith("service:") and s in declared)
-        silent = [s for s in asked_services if s not in unread]
-        unknown = [(s, unread[s]) for s in asked_services if s in unread]
+        silent = sorted(s for s in asked if s.startswith("service:") and s in declared
+                        and s not in unread)  # fmt: skip
         if silent or unknown:
             lead = []
     answering = [f for _, f in hits]
@@ -444,7 +459,10 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     against = [
         f for f in answering + peers if f.confidence == CONTRADICTED and shared(f, lead_slots)
     ]
-    return Reply(answering + peers, lead, against, silent, unknown, asked, aside, [])
+    return Reply(
+        facts=answering + peers, lead=lead, against=against, silent=silent, unknown=unknown,
+        asked=asked, aside=aside,
+    )  # fmt: skip
 
 
 def _missing(
@@ -453,21 +471,32 @@ def _missing(
     aliases: dict[str, set[Name]],
     subjects: Iterable[str],
 ) -> list[tuple[str, str, list[str]]]:
-    """When the question calls a name a service's ("the db service of shop") and the
-    subjects it names best are services of projects none of which has a service by that
-    name (nor running an image of it), each such project, the name, and the services it
-    has: what to answer instead of their ports."""
+    """When the question calls a name of some service of the library a service's ("the db
+    service of shop") and the subjects it names best are services of projects none of which
+    has a service by that name (nor running an image or container of it, nor with it in its
+    name: collector for otel-collector), each such project, the name, and the services it
+    has: what to answer instead of their ports. A word no service goes by ("the running
+    services", "qué servicio usa") is not taken for one."""
+    subjects = [s for s in subjects if s.startswith("service:")]
+    known = {_names(s)[0][-1] for s in subjects}.union(*aliases.values())
+    services = services & known
     if not services or not asked or not all(s.startswith("service:") for s in asked):
         return []
-    if any(services & ({_names(s)[0][-1]} | aliases.get(s, set())) for s in asked):
+
+    def goes_by(subject: str, name: Name) -> bool:
+        own = _names(subject)[0][-1]
+        if name in aliases.get(subject, ()):
+            return True
+        return any(own[i : i + len(name)] == name for i in range(len(own) - len(name) + 1))
+
+    if any(goes_by(s, name) for s in asked for name in services):
         return []
-    projects = sorted({split_service(s)[0] for s in asked})
-    wanted = " ".join(sorted(" ".join(n) for n in services))
-    return [
-        (project, wanted, sorted({split_service(s)[1] for s in subjects
-                                  if s.startswith("service:") and split_service(s)[0] == project}))
-        for project in projects
-    ]  # fmt: skip
+    wanted = " or ".join(sorted(" ".join(name) for name in services))
+    out = []
+    for project in sorted({split_service(s)[0] for s in asked}):
+        has = sorted({split_service(s)[1] for s in subjects if split_service(s)[0] == project})
+        out.append((project, wanted, has))
+    return out
 
 
 def _compose_view(

@@ -431,17 +431,18 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
             return ("; ".join(aside), False) if aside else (None, False)
         text = "; ".join(
             [f"{describe_key(s)} publishes no port" for s in said.silent]
-            + [f"{describe_key(s)}: not known (it extends a service of {file}, which cannot be "
-               "read)" for s, file in said.unknown]
+            + [f"{describe_key(s)}: not known (it extends {why})" for s, why in said.unknown]
         )  # fmt: skip
         notes = [_disagreement(f, said.asked) for f in against] + aside
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
-    if not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
+    if not said.unknown and not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
         return None, False
     values = _ordered({_value(f) for f in lead})
     sure = {_value(f) for f in lead if f.confidence == CONFIRMED}
     settled = sure | {_value(f) for f in lead if f.resolved_by}  # confirmed, or won a conflict
-    notes = []
+    # what an extends docker compose would merge in and was not read may add to the answer
+    notes = [f"{describe_key(s)} extends {why}: what that adds is not known"
+             for s, why in said.unknown]  # fmt: skip
     if len(settled) < len(values):
         notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
     subjects = {f.subject for f in lead} | said.asked

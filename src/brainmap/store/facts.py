@@ -84,8 +84,9 @@ class FactRepo:
         )
 
     def compose_reads(self, library_id: int) -> dict[str, list[list[Any]]]:
-        """Compose file -> what the files its ``extends`` read were like when it was read
-        (its ``part_of`` observations' ``reads``): those to read again when one changed."""
+        """Compose file -> what the other files it was read with were like then (its
+        ``part_of`` observations' ``reads``: the files its ``extends`` name, its include's env
+        files): those to read again when one changed."""
         rows = self.db.rows(
             "SELECT o.path, o.props FROM observation o WHERE o.library_id = ? "
             "AND o.method = 'compose' AND o.predicate = 'part_of' "  # collectors.PART_OF
