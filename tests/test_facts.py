@@ -861,6 +861,12 @@ services:
     # the image's name where a service is named otherwise ("a registry's port is no tag")
     assert _said(ask("which port does redis of cache-api publish"),
                  "service:cache-api/redis") == {"6380"}  # fmt: skip
+    # the port in the container (what a proxy in front of it needs), in the languages asked
+    for question in ("what container port does the webserver service of papers use",
+                     "¿qué puerto interno usa el servicio webserver de papers?",
+                     "papers 的 webserver 服务的容器端口是什么"):  # fmt: skip
+        answer = ask(question).answer or ""
+        assert answer.startswith("8000 (in the container; published on the host as 8010;"), question
     # the project alone still answers with all of its ports
     assert ask("which port does papers publish").answer == (
         "8010 (papers/README.md:1 says 8000; overruled by authority: config over narrative)"

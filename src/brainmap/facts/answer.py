@@ -120,6 +120,11 @@ def _singular(word: str) -> str:
 
 # every word that points at a predicate, as a question's tokens are compared (folded, singular)
 _PREDICATE_VOCABULARY = frozenset(_singular(w) for ws in PREDICATE_WORDS.values() for w in ws)
+# the words that ask for the port inside the container (what a proxy in front of it needs),
+# not the host's
+_INSIDE_WORDS = frozenset(
+    "container internal inside target contenedor interno dentro contenitore interna 容器 内部".split()
+)
 # the words that ask what a service exposes, not which port in general
 _EXPOSE_WORDS = frozenset(_singular(w) for w in PREDICATE_WORDS[EXPOSES]) - {
     _singular(w) for w in PREDICATE_WORDS[PORT]
@@ -320,6 +325,7 @@ class Reply:
     aside: list[FactRow] = field(default_factory=list)
     # (project, the service name asked, the services it has): a service it does not have
     missing: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    inside: bool = False  # asked for ports inside the container, not on the host
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -353,6 +359,10 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     asks = _asks(q.free)
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
+    # "the container port of web" asks for a port, not for the container's name
+    inside = bool(q.free & _INSIDE_WORDS) and bool(asks.keys() & _PORT_PRECEDENCE.keys())
+    if inside:
+        asks.pop(CONTAINER_NAME, None)
 
     # question words that do not ask what the question asks most name things partly: of the
     # api services of projects server and client, "the api service of server" asks about
@@ -411,7 +421,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         if f.confidence != CONTRADICTED and not replaced(f):
             (standing if in_view(f) else elsewhere).append((strength, f))
     top = max((s for s, _ in standing), default=None)
-    exposing = bool(q.free & _EXPOSE_WORDS)
+    # what a service only exposes counts too when asked for its port inside the container
+    exposing = bool(q.free & _EXPOSE_WORDS) or inside
     lead = _best_port_predicates([f for s, f in standing if s == top], exposing)
     most_elsewhere = max((s for s, _ in elsewhere), default=None)
     aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
@@ -461,7 +472,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     ]
     return Reply(
         facts=answering + peers, lead=lead, against=against, silent=silent, unknown=unknown,
-        asked=asked, aside=aside,
+        asked=asked, aside=aside, inside=inside,
     )  # fmt: skip
 
 

@@ -13,7 +13,13 @@ from typing import Literal
 from pydantic import Field
 
 from brainmap import derive, websearch, written
-from brainmap.collectors import OVERRIDE_LAYER, RANDOM_HOST_PORT, Observation, project_name
+from brainmap.collectors import (
+    OVERRIDE_LAYER,
+    PUBLISHES,
+    RANDOM_HOST_PORT,
+    Observation,
+    project_name,
+)
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.errors import UserError
 from brainmap.facts.answer import Reply, reply
@@ -437,12 +443,17 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
     if not said.unknown and not any(f.confidence == CONFIRMED or f.resolved_by for f in lead):
         return None, False
-    values = _ordered({_value(f) for f in lead})
-    sure = {_value(f) for f in lead if f.confidence == CONFIRMED}
-    settled = sure | {_value(f) for f in lead if f.resolved_by}  # confirmed, or won a conflict
+    inside = said.inside
+    values = _ordered({_value(f, inside) for f in lead})
+    sure = {_value(f, inside) for f in lead if f.confidence == CONFIRMED}
+    # confirmed, or won a conflict
+    settled = sure | {_value(f, inside) for f in lead if f.resolved_by}
     # what an extends docker compose would merge in and was not read may add to the answer
     notes = [f"{describe_key(s)} extends {why}: what that adds is not known"
              for s, why in said.unknown]  # fmt: skip
+    host = _ordered({label(f.object) for f in lead if f.predicate == PUBLISHES and f.container})
+    if inside and host:
+        notes.insert(0, "in the container; published on the host as " + ", ".join(host))
     if len(settled) < len(values):
         notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
     subjects = {f.subject for f in lead} | said.asked
@@ -451,7 +462,13 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     return text, len(sure) == len(values)
 
 
-def _value(fact: Fact) -> str:
+def _value(fact: Fact, inside: bool = False) -> str:
+    """The value a fact gives the answer: a port on the host, or (``inside``) the
+    container's port that it publishes."""
+    if inside and fact.predicate == PUBLISHES and fact.container:
+        return fact.container
+    if inside:
+        return label(fact.object)
     if fact.published == RANDOM_HOST_PORT:
         return f"{label(fact.object)} on a random host port"
     return label(fact.object)
