@@ -8,6 +8,7 @@ listening on 127.0.0.1, a stand-in SearXNG server on 127.0.0.1 (the one remote s
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -666,6 +667,11 @@ def _published(entry: object) -> str | None:
     return parts[-2] if len(parts) >= 2 else None
 
 
+def _ask(brain: ops.Brain, question: str) -> ops.facts.AskResult:
+    """``ask`` of the facts alone, without the web."""
+    return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+
+
 def _said(result: ops.facts.AskResult, subject: str) -> set[str]:
     """The ports an answer states: those the answer leads with (before its brackets), which
     must be those of the asked service's assertions still standing; no sibling's may stand."""
@@ -751,8 +757,7 @@ def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+    ask = functools.partial(_ask, brain)
 
     shop = "service:stacks/redis-shop/shop"
     for question in (
@@ -814,8 +819,7 @@ services:
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+    ask = functools.partial(_ask, brain)
 
     for question in (
         "which port does the db service of cache-api publish",
@@ -883,8 +887,7 @@ def test_ask_leads_with_the_authoritative_value(home: Path, tmp_path: Path) -> N
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+    ask = functools.partial(_ask, brain)
 
     web = ask("which port does the web service of shop publish")
     assert web.answer == (
@@ -1483,8 +1486,7 @@ services:
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, root="facts", web=False))
+    ask = functools.partial(_ask, brain)
 
     def answer(question: str) -> str | None:
         return ask(question).answer
@@ -1622,8 +1624,7 @@ def test_an_included_compose_file_is_part_of_its_includers_project(
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+    ask = functools.partial(_ask, brain)
 
     def variants() -> None:  # without the include: variants of their folders' projects
         pg = ask("which port does the postgres service of dbstack publish")
@@ -1716,8 +1717,7 @@ services:
     brain = _brain(home, lib)
     _collect(brain)
 
-    def ask(question: str) -> ops.facts.AskResult:
-        return ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
+    ask = functools.partial(_ask, brain)
 
     payments = ask("which port does the payments service of checkout publish")
     assert _said(payments, "service:checkout/payments") == {"8400"}

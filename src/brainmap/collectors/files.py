@@ -97,7 +97,8 @@ class ProjectFinder:
         found: IncludeEnv | None = None
         if base is not None:
             outer = self.include_env(base.rel)
-            parent, seen = outer if outer is not None else (self._folder_env(base.rel), [])
+            beside = _dotenv(self.root / base.rel, self.root, base.rel)
+            parent, seen = outer if outer is not None else (beside, [])
             own: dict[str, str] = {}
             seen = list(seen)
             for env_rel in base.includes[rel]:
@@ -112,17 +113,6 @@ class ProjectFinder:
             found = IncludeEnv({**own, **parent}, seen)
         self._envs[rel] = found
         return found
-
-    def _folder_env(self, rel: str) -> dict[str, str]:
-        """The ``.env`` beside the file ``rel`` (as the scan reads it)."""
-        try:
-            dir_fd = open_beneath(self.root, rel.rpartition("/")[0])
-        except OSError:
-            return {}
-        try:
-            return _dotenv_at(dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def _includer(self, rel: str) -> _Base | None:
         """The compose base file that includes the file ``rel``: in its folder or a folder
