@@ -1745,8 +1745,8 @@ services:
     )
     partial = ask("which port does the partial service of checkout publish")
     assert partial.answer == (
-        "82 (service partial of checkout extends a service of ../../outside.yaml, which cannot "
-        "be read: what that adds is not known; not confirmed: 82)"
+        "82 (service partial of checkout: it extends a service of ../../outside.yaml, which "
+        "cannot be read; what that adds is not known; not confirmed: 82)"
     )
     _as_a_fresh_index(brain, lib, tmp_path / "fresh")
 
@@ -1841,4 +1841,32 @@ services:
     assert said("pg", "ledger") == {"5500"}
     assert said("grafana", "orbit") == {"3778"}
     _as_a_fresh_index(brain, lib, tmp_path / "fresh-edited")
+    brain.close()
+
+
+def test_services_on_the_hosts_or_anothers_network(home: Path, tmp_path: Path) -> None:
+    """``network_mode: host``: docker drops the port mappings and the service listens on the
+    host at its container's ports; one declaring none listens on whatever it opens there
+    (not known, never "no port"). ``network_mode: service:X`` is reached through X's."""
+    lib = tmp_path / "lab"
+    write(lib / "seedbox" / "compose.yaml", """\
+services:
+  gluetun: {image: qmcgaw/gluetun, ports: ["8085:8085", "6881:6881/udp"]}
+  qbittorrent: {image: linuxserver/qbittorrent, network_mode: "service:gluetun"}
+  homeassistant: {image: home-assistant, network_mode: host, ports: ["8124:8123"]}
+  pihole: {image: pihole/pihole, network_mode: host}
+""")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    ask = functools.partial(_ask, brain)
+    home_assistant = ask("which port does the homeassistant service of seedbox publish")
+    assert _said(home_assistant, "service:seedbox/homeassistant") == {"8123"}
+    assert ask("which port does the pihole service of seedbox publish").answer == (
+        "service pihole of seedbox: not known (it runs on the host's network, on whatever "
+        "ports it opens there)"
+    )
+    assert ask("which port does the qbittorrent service of seedbox publish").answer == (
+        "service qbittorrent of seedbox: not known (it runs on the network of service "
+        "gluetun: reached on the ports that one publishes)"
+    )
     brain.close()

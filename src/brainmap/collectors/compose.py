@@ -169,7 +169,8 @@ def collect(
     A service that ``extends`` a service of another file has that one's settings merged in
     when ``load`` reads it: their observations cite that file (``file``, ``extended``). One
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
-    in its ``part_of``'s ``unread``: what it publishes is then not known (or not all)."""
+    in its ``part_of``'s ``unread``: what it publishes is then not known (or not all); as
+    does one on another's network (``network_mode``), which compose does not say the ports of."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -189,6 +190,7 @@ def collect(
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
             props = {"replaces": replaced} if replaced else {}
         chain, unread = _extended(services.mapping, svc_name, load)
+        unread = unread or _elsewhere(chain)
         if unread:
             props["unread"] = unread
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
@@ -220,7 +222,9 @@ def _extended(
     file: str | None = None
     while (node := services.get(name)) is not None:
         if (file, name) in seen:
-            return chain[::-1], "services that extend one another in a loop" if load else None
+            return chain[::-1], "it extends services that extend one another in a loop" if (
+                load
+            ) else None
         seen.add((file, name))
         chain.append(_Link(node, file))
         extends = node.get("extends")
@@ -233,13 +237,36 @@ def _extended(
             path = other.text.strip()
             found = load(file, path) if load is not None else None
             if found is None:
-                return chain[::-1], f"a service of {path}, which cannot be read" if load else None
+                why = f"it extends a service of {path}, which cannot be read"
+                return chain[::-1], why if load else None
             file, services = found
     if load is None:
         return chain[::-1], None
     if file:
-        return chain[::-1], f"service {name} of {file}, which has no such service"
-    return chain[::-1], f"service {name}, which its file does not have"
+        return chain[::-1], f"it extends service {name} of {file}, which has no such service"
+    return chain[::-1], f"it extends service {name}, which its file does not have"
+
+
+def _network_mode(chain: list[_Link]) -> str:
+    """The ``network_mode`` of a service (its own, else the nearest it extends)."""
+    for node, _ in reversed(chain):
+        mode = node.get("network_mode")
+        if mode is not None and mode.text:
+            return mode.text.strip()
+    return ""
+
+
+def _elsewhere(chain: list[_Link]) -> str | None:
+    """Why compose does not say where a service is reached: it runs on the host's network
+    without declaring a port (whatever it opens there), or on another service's or
+    container's network (reached on that one's ports)."""
+    mode = _network_mode(chain)
+    if mode == "host" and not _merged(chain, "ports"):
+        return "it runs on the host's network, on whatever ports it opens there"
+    kind, _, other = mode.partition(":")
+    if kind in ("service", "container") and other:
+        return f"it runs on the network of {kind} {other}: reached on the ports that one publishes"
+    return None
 
 
 def _merged(chain: list[_Link], key: str) -> list[tuple[Node, str | None]]:
@@ -280,8 +307,10 @@ def _service(
     if container is not None and container.text:
         name = interpolate(container.text, defaults)
         add(CONTAINER_NAME, "container:" + name, container.line)
+    on_host = _network_mode(chain) == "host"  # docker drops the mappings: it listens there
     for item, file in _merged(chain, "ports"):
-        for host_ip, published, target, proto in _ports(item, env):
+        for mapped_ip, mapped, target, proto in _ports(item, env):
+            host_ip, published = ("", target) if on_host else (mapped_ip, mapped)
             if published is None:  # a random host port: reachable, but on no known port
                 add(EXPOSES, port_key(target), item.line, file, protocol=proto,
                     published=RANDOM_HOST_PORT)  # fmt: skip

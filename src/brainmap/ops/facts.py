@@ -437,7 +437,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
             return ("; ".join(aside), False) if aside else (None, False)
         text = "; ".join(
             [f"{describe_key(s)} publishes no port" for s in said.silent]
-            + [f"{describe_key(s)}: not known (it extends {why})" for s, why in said.unknown]
+            + [f"{describe_key(s)}: not known ({why})" for s, why in said.unknown]
         )  # fmt: skip
         notes = [_disagreement(f, said.asked) for f in against] + aside
         return text + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""), False
@@ -449,7 +449,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     # confirmed, or won a conflict
     settled = sure | {_value(f, inside) for f in lead if f.resolved_by}
     # what an extends docker compose would merge in and was not read may add to the answer
-    notes = [f"{describe_key(s)} extends {why}: what that adds is not known"
+    notes = [f"{describe_key(s)}: {why}; what that adds is not known"
              for s, why in said.unknown]  # fmt: skip
     host = _ordered({label(f.object) for f in lead if f.predicate == PUBLISHES and f.container})
     if inside and host:
