@@ -64,6 +64,12 @@ def read_env(text: str) -> dict[str, str]:
     return out
 
 
+def public(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that may fill in what is kept (ports, names, paths): those without a
+    secret's name (a path or port built from a password would store the password)."""
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
+
+
 def interpolate(raw: str, env: Mapping[str, str]) -> str:
     """Compose variable interpolation: ``${X}``, ``${X:-default}``, ``${X-default}``,
     ``${X:+alt}``, ``$X`` and ``$$``. An unset variable without default becomes empty."""
@@ -101,6 +107,7 @@ def project_of(text: str, env: Mapping[str, str]) -> tuple[str | None, list[Incl
     else the file's ``name:`` (None when neither does: the folder's name is used), and what
     its ``include:`` names (``- db/compose.yaml``, or ``- path: db/compose.yaml`` or a list
     of paths, with an ``env_file``): docker compose copies their services into its project."""
+    env = public(env)
     try:
         root = parse(text)
     except BudgetExceeded:  # its files fall back to the folder's name; collect() says why
@@ -177,7 +184,7 @@ def collect(
         return []
     # .env values fill in ports and the project name only (a port is not a secret); other
     # fields (image, container_name, volumes) get the defaults written in the file
-    env = {k: v for k, v in (env or {}).items() if not is_secret_name(k)}
+    env = public(env or {})
     if not included:
         project = _named(root, env) or project
     out: list[Observation] = []
@@ -221,6 +228,8 @@ def _extended(
     seen: set[tuple[str | None, str]] = set()
     file: str | None = None
     while (node := services.get(name)) is not None:
+        if chain and not isinstance(node.value, dict):  # a string or a list: no service
+            return chain[::-1], f"it extends {name}, which is no service" if load else None
         if (file, name) in seen:
             return chain[::-1], "it extends services that extend one another in a loop" if (
                 load

@@ -237,7 +237,7 @@ class ExtendedFiles:
     def __init__(self, root: Path | None, rel: str, env: Mapping[str, str]) -> None:
         self.root = root
         self.rel = rel
-        self.env = env
+        self.env = compose.public(env)  # the paths it reads are kept
         # library path -> ((mtime ns, size) or None when unreadable, its services or None)
         self.seen: dict[str, tuple[tuple[int, int] | None, Mapping[str, Node] | None]] = {}
 

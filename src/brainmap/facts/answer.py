@@ -91,7 +91,9 @@ KIND_WORDS_BEFORE_NAME = frozenset(
 _PROJECT_WORDS = frozenset("project 项目 proyecto progetto".split())
 # the kind words that say the name beside them is a compose service's own name (a container
 # may be called otherwise: container_name)
-_SERVICE_WORDS = frozenset("service servicio servizio 服务".split())
+_SERVICE_WORDS = frozenset(
+    "service servicio servizio 服务 container contenedor contenitore 容器".split()
+)
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -151,14 +153,14 @@ def _names(key: str) -> tuple[tuple[Name, ...], Name, Name]:
     return (_name(label(key)),), (), ()
 
 
-def _image_name(image: str) -> Name:
+def _image_name(image: str) -> str:
     """The name an image goes by, as a service may be called: ``image:redis:7`` -> redis,
     ``image:ghcr.io/org/paperless-ngx:2.1@sha256:...`` -> paperless-ngx."""
     ref = image.removeprefix("image:").partition("@")[0]
     path, _, tag = ref.rpartition(":")
     if path and "/" not in tag:  # a tag (registry:5000/app has a port, not a tag)
         ref = path
-    return _name(ref.rpartition("/")[2])
+    return ref.rpartition("/")[2]
 
 
 def _kinds_of(key: str, count: int) -> tuple[str, ...]:
@@ -239,7 +241,10 @@ def _read(question: str, names: set[Name], aliases: frozenset[Name] = frozenset(
         for i in range(len(tokens)):
             for j in range(i + 1, min(len(tokens), i + longest) + 1):
                 name = tuple(tokens[i:j])
-                if name in candidates and (any(plain[i:j]) or kind_before[i - 1] or kind_after[j]):
+                # several words spelling a name read as one even when each asks the question
+                # (user-service, image-service)
+                spelt = j - i > 1 or any(plain[i:j]) or kind_before[i - 1] or kind_after[j]
+                if name in candidates and spelt:
                     found.append((-len(name), i, name))
         for neg_len, start, name in sorted(found):
             where = range(start, start - neg_len)
@@ -343,17 +348,21 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     # a service also goes by its image's name ("the redis of P": the broker running redis)
     # and its container's
     aliases: dict[str, set[Name]] = defaultdict(set)
+    written: dict[Name, str] = {}  # each service's names as the library writes them
     for f in facts:
         if not f.subject.startswith("service:"):
             continue
+        written[_names(f.subject)[0][-1]] = split_service(f.subject)[1]
         if f.predicate == IMAGE:
-            alias = _image_name(f.object)
+            text = _image_name(f.object)
         elif f.predicate == CONTAINER_NAME:
-            alias = _name(label(f.object))
+            text = label(f.object)
         else:
             continue
+        alias = _name(text)
         if alias and alias != _names(f.subject)[0][-1]:
             aliases[f.subject].add(alias)
+            written.setdefault(alias, text)
     known = {n for f in facts for n in _names(f.subject)[0] if n}
     q = _read(question, known, frozenset().union(*aliases.values()))
     asks = _asks(q.free)
@@ -371,8 +380,18 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     topical = {_singular(w) for p, n in asks.items() if n == most for w in PREDICATE_WORDS[p]}
     naming = q.free - loose - topical
 
-    def score(key: str) -> tuple[int, int, int, int, int]:
-        """Tokens its names spell (its image's name too), of them those its own names spell,
+    subjects = {f.subject for f in facts}
+    Score = tuple[int, int, int, int, int, int]
+    # the words that spell some service's own name do not name a project on their own:
+    # "worker" names every service called worker alike, deep/worker's and the others
+    service_words = set().union(*(
+        q.covered(_names(s)[0][-1:], ("service",)) for s in subjects if s.startswith("service:")
+    ))  # fmt: skip
+
+    def score(key: str) -> Score:
+        """Whether the question spells the name of its project on its own (of "the
+        otel-collector service of blog", blog's services, not otel's otel-collector), the
+        tokens its names spell (its image's name too), of them those its own names spell,
         other words of its names or folders the question has, question words among them
         that do not ask what the question asks most, and whether the question spells its
         project's whole path (of projects django and samples/django, "the web service of
@@ -380,24 +399,27 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         names, above, whole = _names(key)
         own = {w for n in (*names, above) for w in n}
         kinds = _kinds_of(key, len(names))
+        projects = tuple(n for n, kind in zip(names, kinds, strict=True) if kind == "project")
+        in_project = bool(q.covered(projects, ("project",) * len(projects)) - service_words)
         by_image = tuple(aliases.get(key, ()))
         spelt = q.covered(names, kinds)
         also = q.covered(names + by_image, kinds + ("service",) * len(by_image))
         whole_path = bool(whole) and bool(q.covered((whole,), ("project",)))
-        return len(also), len(spelt), len(loose & own), len(naming & own), int(whole_path)
+        return (int(in_project), len(also), len(spelt), len(loose & own), len(naming & own),
+                int(whole_path))  # fmt: skip
 
-    def named_at_all(score: tuple[int, ...]) -> bool:
-        return bool(score[0] or score[2])
+    def named_at_all(score: Score) -> bool:
+        return bool(score[1] or score[3])
 
-    subject_score = {subject: score(subject) for subject in {f.subject for f in facts}}
-    scored: list[tuple[tuple[int, int, int, int, int], int, FactRow]] = []
+    subject_score = {subject: score(subject) for subject in subjects}
+    scored: list[tuple[Score, int, FactRow]] = []
     for fact in facts:
         strength = _strength(fact, asks, q.free)
         if strength is None:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
-        a, b, c, d = (m + t for m, t in zip(mine[:4], theirs[:4], strict=True))
-        fact_score = (a, b, c, d, mine[4])
+        a, b, c, d, e = (m + t for m, t in zip(mine[:5], theirs[:5], strict=True))
+        fact_score = (a, b, c, d, e, mine[5])
         if named_at_all(fact_score):
             scored.append((fact_score, strength, fact))
     # a subject the question names best counts even when nothing answers about it: asked
@@ -411,7 +433,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
-    missing = _missing(q.services, asked, aliases, subject_score.keys())
+    missing = _missing(q.services, asked, aliases, subject_score.keys(), written)
     if missing:  # its siblings' facts are not the answer
         return Reply(asked=asked, missing=missing)
     in_view, replaced = _compose_view(q.free, facts)
@@ -481,13 +503,15 @@ def _missing(
     asked: set[str],
     aliases: dict[str, set[Name]],
     subjects: Iterable[str],
+    written: dict[Name, str],
 ) -> list[tuple[str, str, list[str]]]:
     """When the question calls a name of some service of the library a service's ("the db
-    service of shop") and the subjects it names best are services of projects none of which
-    has a service by that name (nor running an image or container of it, nor with it in its
-    name: collector for otel-collector), each such project, the name, and the services it
-    has: what to answer instead of their ports. A word no service goes by ("the running
-    services", "qué servicio usa") is not taken for one."""
+    service of shop") and the subjects it names best are services of projects none of whose
+    services goes by that name (its own, its image's, its container's, or one with the name
+    in it: collector for otel-collector, redis for redis-stack-server), each such project,
+    the name as the library writes it, and the services it has: what to answer instead of
+    their ports. A word no service goes by ("the running services", "qué servicio usa") is
+    not taken for one."""
     subjects = [s for s in subjects if s.startswith("service:")]
     known = {_names(s)[0][-1] for s in subjects}.union(*aliases.values())
     services = services & known
@@ -495,18 +519,19 @@ def _missing(
         return []
 
     def goes_by(subject: str, name: Name) -> bool:
-        own = _names(subject)[0][-1]
-        if name in aliases.get(subject, ()):
-            return True
-        return any(own[i : i + len(name)] == name for i in range(len(own) - len(name) + 1))
+        return any(
+            own[i : i + len(name)] == name
+            for own in (_names(subject)[0][-1], *aliases.get(subject, ()))
+            for i in range(len(own) - len(name) + 1)
+        )
 
-    if any(goes_by(s, name) for s in asked for name in services):
-        return []
-    wanted = " or ".join(sorted(" ".join(name) for name in services))
     out = []
     for project in sorted({split_service(s)[0] for s in asked}):
-        has = sorted({split_service(s)[1] for s in subjects if split_service(s)[0] == project})
-        out.append((project, wanted, has))
+        mine = [s for s in subjects if split_service(s)[0] == project]
+        if any(goes_by(s, name) for s in mine for name in services):
+            return []
+        wanted = " or ".join(sorted(written.get(name, " ".join(name)) for name in services))
+        out.append((project, wanted, sorted({split_service(s)[1] for s in mine})))
     return out
 
 
