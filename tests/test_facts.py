@@ -1897,7 +1897,7 @@ services:
   db: {image: "postgres:16"}
   webserver: {image: ghcr.io/example/papers:2.1, ports: ["8010:8000"]}
 """)  # fmt: skip
-    write(lib / "accounts" / "compose.yaml", """\
+    write(lib / "members" / "compose.yaml", """\
 services:
   user-service: {image: example/users, ports: ["7001:8080"]}
   image-service: {image: example/images, ports: ["7003:8080"]}
@@ -1905,6 +1905,11 @@ services:
 """)  # fmt: skip
     write(lib / "bank" / "compose.yaml", "services:\n  user: {ports: ['6001:80']}\n")
     write(lib / "queue" / "compose.yaml", "services:\n  mq: {image: rabbitmq}\n")
+    write(lib / "smarthome" / "compose.yaml",
+          "services:\n  home-assistant: {ports: ['8123:8123']}\n"
+          "  my-server: {ports: ['7005:80']}\n")  # fmt: skip
+    write(lib / "web" / "compose.yaml", "services:\n  nginx: {ports: ['8088:80']}\n")
+    write(lib / "blog" / "compose.yaml", "services:\n  ghost: {ports: ['2368:2368']}\n")
     write(lib / "cache" / "compose.yaml", "services:\n  postgres: {image: postgres}\n"
           "  otel-collector: {image: otel/collector, ports: ['4317:4317']}\n")  # fmt: skip
     brain = _brain(home, lib)
@@ -1923,12 +1928,20 @@ services:
     ):
         assert ask(question).answer == f"service {service} of papers publishes no port", question
     for question, subject, port in (
-        ("which port does the image-service publish", "service:accounts/image-service", "7003"),
-        ("which port does user-service publish", "service:accounts/user-service", "7001"),
-        ("which port does the user service of accounts publish",
-         "service:accounts/user-service", "7001"),
+        ("which port does the image-service publish", "service:members/image-service", "7003"),
+        ("which port does user-service publish", "service:members/user-service", "7001"),
+        ("which port does the user service of members publish",
+         "service:members/user-service", "7001"),
+        # (review) words of a question that are names of other things do not take it over
+        ("which port does the user service of bank publish", "service:bank/user", "6001"),
+        ("which port does the home assistant web ui publish",
+         "service:smarthome/home-assistant", "8123"),
+        ("which port does ghost publish on my server", "service:blog/ghost", "2368"),
     ):  # fmt: skip
         assert _said(ask(question), subject) == {port}, question
+    assert ask("which port does the otel-collector of the blog project publish").answer == (
+        "project blog has no service called otel-collector (its services: ghost)"
+    )
     brain.close()
 
 

@@ -209,7 +209,12 @@ class _Question:
         return out
 
 
-def _read(question: str, names: set[Name], aliases: frozenset[Name] = frozenset()) -> _Question:
+def _read(
+    question: str,
+    names: set[Name],
+    aliases: frozenset[Name] = frozenset(),
+    literal: frozenset[Name] = frozenset(),
+) -> _Question:
     """Find the names a question spells out, longest first, each token in one name only:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
     name its redis service; "the redis service of flask-redis" does. ``aliases`` (the names
@@ -219,7 +224,8 @@ def _read(question: str, names: set[Name], aliases: frozenset[Name] = frozenset(
     A name made only of function words or question words ("es", "ai", "port", "image") is
     read as one only beside a word that says so, on the side its language puts it ("the es
     service", "servizio ai"): elsewhere those words ask the question ("server port in P";
-    such a word still tells two subjects apart, see :func:`reply`).
+    such a word still tells two subjects apart, see :func:`reply`). A name of several words
+    the question writes as the library does (``literal``: "user-service") reads whole.
     """
     raw = _folded(question)
     tokens = [_singular(t) for t in raw]
@@ -241,9 +247,12 @@ def _read(question: str, names: set[Name], aliases: frozenset[Name] = frozenset(
         for i in range(len(tokens)):
             for j in range(i + 1, min(len(tokens), i + longest) + 1):
                 name = tuple(tokens[i:j])
-                # several words spelling a name read as one even when each asks the question
-                # (user-service, image-service)
-                spelt = j - i > 1 or any(plain[i:j]) or kind_before[i - 1] or kind_after[j]
+                # a name ending in a kind word reads whole even when each of its words asks
+                # the question (image-service), unless the words before it name a thing of
+                # their own ("the user service of bank": bank's user, not user-service)
+                whole = j - i > 1 and kind_after[j - 1] and tuple(tokens[i : j - 1]) not in names
+                whole = whole or name in literal
+                spelt = whole or any(plain[i:j]) or kind_before[i - 1] or kind_after[j]
                 if name in candidates and spelt:
                     found.append((-len(name), i, name))
         for neg_len, start, name in sorted(found):
@@ -364,7 +373,11 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
             aliases[f.subject].add(alias)
             written.setdefault(alias, text)
     known = {n for f in facts for n in _names(f.subject)[0] if n}
-    q = _read(question, known, frozenset().union(*aliases.values()))
+    asked_as = question.casefold()  # a name written as the library writes it reads whole
+    literal = frozenset(
+        n for n, text in written.items() if len(n) > 1 and text.casefold() in asked_as
+    )
+    q = _read(question, known, frozenset().union(*aliases.values()), literal)
     asks = _asks(q.free)
     # what is left once the predicate words are out names things partly ("nextcloud")
     loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
@@ -381,6 +394,11 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     naming = q.free - loose - topical
 
     subjects = {f.subject for f in facts}
+    # a question that says what kind of thing it names ("the X service", "the P project")
+    # asks about one project's service: a word that is a project's name elsewhere in it
+    # ("the home assistant web ui": project web) does not
+    by_project = "project" in q.kinds.values()
+    marked = bool(q.services) or by_project
     Score = tuple[int, int, int, int, int, int]
     # the words that spell some service's own name do not name a project on their own:
     # "worker" names every service called worker alike, deep/worker's and the others
@@ -400,7 +418,9 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         own = {w for n in (*names, above) for w in n}
         kinds = _kinds_of(key, len(names))
         projects = tuple(n for n, kind in zip(names, kinds, strict=True) if kind == "project")
-        in_project = bool(q.covered(projects, ("project",) * len(projects)) - service_words)
+        in_project = marked and bool(
+            q.covered(projects, ("project",) * len(projects)) - service_words
+        )
         by_image = tuple(aliases.get(key, ()))
         spelt = q.covered(names, kinds)
         also = q.covered(names + by_image, kinds + ("service",) * len(by_image))
@@ -433,7 +453,12 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
                              h[1].subject, h[1].object))  # fmt: skip
     asked = {s for s, score in subject_score.items() if score == best}
     asked |= {f.subject for _, f in hits}
-    missing = _missing(q.services, asked, aliases, subject_score.keys(), written)
+    # with the project said ("the otel-collector of the blog project"), any service name
+    # the question spells is asked of it
+    services = q.services | ({n for n, starts in q.spans.items()
+                              if all(q.kinds.get(at) != "project" for at in starts)}
+                             if by_project else set())  # fmt: skip
+    missing = _missing(services, asked, aliases, subject_score.keys(), written)
     if missing:  # its siblings' facts are not the answer
         return Reply(asked=asked, missing=missing)
     in_view, replaced = _compose_view(q.free, facts)
