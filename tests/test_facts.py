@@ -793,18 +793,22 @@ def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path
     brain.close()
 
 
+# a project whose services are named otherwise than the images they run (one by digest)
+PAPERS = """\
+services:
+  broker: {image: docker.io/library/redis:7}
+  db: {image: "postgres:16@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+  webserver: {image: ghcr.io/example/papers:2.1, ports: ["8010:8000"]}
+"""
+
+
 def test_ask_about_a_service_a_project_lacks_or_calls_otherwise(home: Path, tmp_path: Path) -> None:
     """A service the question calls so, in a project that has none of that name: the answer
     says so and names the project's services, never a sibling's ports (nor those of the
     service of that name in another project). A service goes by its image's name too ("the
     redis of P": the broker running redis), its own name first."""
     lib = tmp_path / "lab"
-    write(lib / "papers" / "compose.yaml", """\
-services:
-  broker: {image: docker.io/library/redis:7}
-  db: {image: "postgres:16@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
-  webserver: {image: ghcr.io/example/papers:2.1, ports: ["8010:8000"]}
-""")  # fmt: skip
+    write(lib / "papers" / "compose.yaml", PAPERS)
     write(lib / "papers" / "README.md", "Open http://localhost:8000 after starting.\n")
     write(lib / "cache-api" / "compose.yaml", """\
 services:
@@ -1735,26 +1739,18 @@ services:
     # through the base file's own extends, relative to it; the service's own list adds up
     cron = ask("which port does the cron service of checkout publish")
     assert _said(cron, "service:checkout/cron") == {"7001", "7002"}
-    legacy = ask("which port does the legacy service of checkout publish")
-    assert legacy.answer == (
-        "service legacy of checkout: not known (it extends a service of ../../outside.yaml, "
-        "which cannot be read)"
-    )
     assert _said(ask("which port does the cart service of checkout publish"),
                  "service:checkout/cart") == {"8300"}  # fmt: skip
-    # what docker compose would refuse: a service the file lacks, a loop; and a service
-    # whose own ports are known, but not what it extends
-    assert ask("which port does the typo service of checkout publish").answer == (
-        "service typo of checkout: not known (it extends service nosuch of shared/base.yaml, "
-        "which has no such service)"
-    )
-    assert ask("which port does the looped service of checkout publish").answer == (
-        "service looped of checkout: not known (it extends services that extend one another "
-        "in a loop)"
-    )
-    assert ask("which port does the odd service of checkout publish").answer == (
-        "service odd of checkout: not known (it extends scalar, which is no service)"
-    )
+    # what docker compose would refuse (a file outside, a service the file lacks, a loop, a
+    # service that is a string); and a service whose own ports are known, not what it extends
+    for service, why in (
+        ("legacy", "it extends a service of ../../outside.yaml, which cannot be read"),
+        ("typo", "it extends service nosuch of shared/base.yaml, which has no such service"),
+        ("looped", "it extends services that extend one another in a loop"),
+        ("odd", "it extends scalar, which is no service"),
+    ):
+        answer = ask(f"which port does the {service} service of checkout publish").answer
+        assert answer == f"service {service} of checkout: not known ({why})"
     partial = ask("which port does the partial service of checkout publish")
     assert partial.answer == (
         "82 (service partial of checkout: it extends a service of ../../outside.yaml, which "
@@ -1873,14 +1869,13 @@ services:
     ask = functools.partial(_ask, brain)
     home_assistant = ask("which port does the homeassistant service of seedbox publish")
     assert _said(home_assistant, "service:seedbox/homeassistant") == {"8123"}
-    assert ask("which port does the pihole service of seedbox publish").answer == (
-        "service pihole of seedbox: not known (it runs on the host's network, on whatever "
-        "ports it opens there)"
-    )
-    assert ask("which port does the qbittorrent service of seedbox publish").answer == (
-        "service qbittorrent of seedbox: not known (it runs on the network of service "
-        "gluetun: reached on the ports that one publishes)"
-    )
+    for service, why in (
+        ("pihole", "it runs on the host's network, on whatever ports it opens there"),
+        ("qbittorrent", "it runs on the network of service gluetun: reached on the ports "
+         "that one publishes"),
+    ):  # fmt: skip
+        answer = ask(f"which port does the {service} service of seedbox publish").answer
+        assert answer == f"service {service} of seedbox: not known ({why})"
     brain.close()
 
 
@@ -1891,12 +1886,7 @@ def test_ask_names_written_as_the_library_writes_them(home: Path, tmp_path: Path
     image-service) are read whole; a project the question spells on its own outranks a
     service named elsewhere ("the otel-collector service of papers")."""
     lib = tmp_path / "lab"
-    write(lib / "papers" / "compose.yaml", """\
-services:
-  broker: {image: docker.io/library/redis:7}
-  db: {image: "postgres:16"}
-  webserver: {image: ghcr.io/example/papers:2.1, ports: ["8010:8000"]}
-""")  # fmt: skip
+    write(lib / "papers" / "compose.yaml", PAPERS)
     write(lib / "members" / "compose.yaml", """\
 services:
   user-service: {image: example/users, ports: ["7001:8080"]}
