@@ -687,7 +687,7 @@ def _said(result: ops.facts.AskResult, subject: str) -> set[str]:
 def test_ask_every_published_port_of_the_samples(home: Path, tmp_path: Path) -> None:
     """Each service of the 39 samples, asked which port it publishes, answers exactly the
     host ports its compose file lists (read here with a YAML parser), never a sibling's; a
-    service that lists none publishes no port, unless it runs on the host's network."""
+    service that lists none publishes no port (one on the host's network says so too)."""
     import yaml
 
     from brainmap.collectors import project_name
@@ -703,12 +703,6 @@ def test_ask_every_published_port_of_the_samples(home: Path, tmp_path: Path) -> 
             ports = {p for p in map(_published, (spec or {}).get("ports") or []) if p}
             question = f"which port does the {service} service of {folder} publish"
             result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
-            if not ports and (spec or {}).get("network_mode") == "host":  # plex
-                assert result.answer == (
-                    f"service {service} of {project_name(folder)}: not known (it runs on the "
-                    "host's network, on whatever ports it opens there)"
-                ), question
-                continue
             if not ports:
                 silent += 1
                 assert result.answer and "publishes no port" in result.answer, question
@@ -1854,8 +1848,8 @@ services:
 
 def test_services_on_the_hosts_or_anothers_network(home: Path, tmp_path: Path) -> None:
     """``network_mode: host``: docker drops the port mappings and the service listens on the
-    host at its container's ports; one declaring none listens on whatever it opens there
-    (not known, never "no port"). ``network_mode: service:X`` is reached through X's."""
+    host at its container's ports; one declaring none publishes none, and listens on whatever
+    it opens there. ``network_mode: service:X`` publishes none: it is reached through X's."""
     lib = tmp_path / "lab"
     write(lib / "seedbox" / "compose.yaml", """\
 services:
@@ -1875,7 +1869,7 @@ services:
          "that one publishes"),
     ):  # fmt: skip
         answer = ask(f"which port does the {service} service of seedbox publish").answer
-        assert answer == f"service {service} of seedbox: not known ({why})"
+        assert answer == f"service {service} of seedbox publishes no port ({why})"
     brain.close()
 
 
@@ -1956,4 +1950,31 @@ services:
     kept += json.dumps([o.props for o in brain.store.facts.observations(library_id)])
     assert "shared/.yaml" in kept and "sub/.env" in kept  # read, with the secret left out
     assert "hunter2" not in kept and "s3cr3t" not in kept
+    brain.close()
+
+
+def test_a_project_named_in_its_compose_file_goes_by_its_folder_too(
+    home: Path, tmp_path: Path
+) -> None:
+    """A project ``name:`` names otherwise than its folder is asked about by either: "the
+    frontend service of rusty" is react-rust-postgres's in rusty/, never the other projects'
+    frontends (third attack: they were all answered)."""
+    lib = tmp_path / "lab"
+    write(lib / "rusty" / "compose.yaml", "name: react-rust-postgres\nservices:\n"
+          "  frontend: {ports: ['3000:3000']}\n  backend: {image: example/api}\n"
+          "  db: {image: postgres}\n")  # fmt: skip
+    write(lib / "rusty" / "compose.override.yaml", "services:\n  db: {ports: ['5432:5432']}\n")
+    write(lib / "shop" / "compose.yaml", "services:\n  frontend: {ports: ['80:80']}\n"
+          "  backend: {ports: ['8000:8000']}\n  db: {ports: ['5433:5432']}\n")  # fmt: skip
+    brain = _brain(home, lib)
+    _collect(brain)
+    ask = functools.partial(_ask, brain)
+    for project in ("rusty", "react-rust-postgres"):
+        frontend = ask(f"which port does the frontend service of {project} publish")
+        assert _said(frontend, "service:react-rust-postgres/frontend") == {"3000"}, project
+        db = ask(f"which port does the db service of {project} publish")
+        assert _said(db, "service:react-rust-postgres/db") == {"5432"}, project
+        assert ask(f"which port does the backend service of {project} publish").answer == (
+            "service backend of react-rust-postgres publishes no port"
+        ), project
     brain.close()

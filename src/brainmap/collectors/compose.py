@@ -176,8 +176,9 @@ def collect(
     A service that ``extends`` a service of another file has that one's settings merged in
     when ``load`` reads it: their observations cite that file (``file``, ``extended``). One
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
-    in its ``part_of``'s ``unread``: what it publishes is then not known (or not all); as
-    does one on another's network (``network_mode``), which compose does not say the ports of."""
+    in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
+    on another's network or the host's (``network_mode``) says how it is reached instead, in
+    its ``part_of``'s ``network``."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -197,9 +198,10 @@ def collect(
                         if n is not None and n.tag in REPLACING_TAGS]  # fmt: skip
             props = {"replaces": replaced} if replaced else {}
         chain, unread = _extended(services.mapping, svc_name, load)
-        unread = unread or _elsewhere(chain)
         if unread:
             props["unread"] = unread
+        if network := _elsewhere(chain):
+            props["network"] = network
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)
     marks = {"layer": layer} if layer else {"included": True} if included else {}

@@ -340,6 +340,8 @@ class Reply:
     # (project, the service name asked, the services it has): a service it does not have
     missing: list[tuple[str, str, list[str]]] = field(default_factory=list)
     inside: bool = False  # asked for ports inside the container, not on the host
+    # silent services that are reached otherwise (network_mode): how
+    reached: dict[str, str] = field(default_factory=dict)
 
 
 def _slots(fact: FactRow) -> set[str]:
@@ -372,7 +374,9 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         if alias and alias != _names(f.subject)[0][-1]:
             aliases[f.subject].add(alias)
             written.setdefault(alias, text)
-    known = {n for f in facts for n in _names(f.subject)[0] if n}
+    # a project its compose file names (name:, COMPOSE_PROJECT_NAME) goes by its folder too
+    folders = _project_folders(facts)
+    known = {n for f in facts for n in _names(f.subject)[0] if n}.union(*folders.values())
     asked_as = question.casefold()  # a name written as the library writes it reads whole
     literal = frozenset(
         n for n, text in written.items() if len(n) > 1 and text.casefold() in asked_as
@@ -415,8 +419,14 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         project's whole path (of projects django and samples/django, "the web service of
         django" is the first's)."""
         names, above, whole = _names(key)
-        own = {w for n in (*names, above) for w in n}
         kinds = _kinds_of(key, len(names))
+        if key.startswith(("service:", "project:")):  # its project's folder names it too
+            extra = tuple(n for n in folders.get(_project_of(key).removeprefix("project:"), ())
+                          if n not in names)  # fmt: skip
+            cut = len(names) - (key.startswith("service:"))
+            names = names[:cut] + extra + names[cut:]
+            kinds = kinds[:cut] + ("project",) * len(extra) + kinds[cut:]
+        own = {w for n in (*names, above) for w in n}
         projects = tuple(n for n, kind in zip(names, kinds, strict=True) if kind == "project")
         in_project = marked and bool(
             q.covered(projects, ("project",) * len(projects)) - service_words
@@ -474,8 +484,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     most_elsewhere = max((s for s, _ in elsewhere), default=None)
     aside = _best_port_predicates([f for s, f in elsewhere if s == most_elsewhere], exposing)
     # asked services whose extends docker compose would merge more into than was read
-    unread = {f.subject: str(e["unread"]) for f in facts if f.predicate == PART_OF
-              and f.subject in asked for e in f.props.get("evidence", ()) if e.get("unread")}  # fmt: skip
+    unread, network = _why_unsaid(facts, asked)
     unknown = sorted(unread.items())
     silent: list[str] = []
     if asks.get(PUBLISHES) == max(asks.values(), default=0) and not any(
@@ -520,7 +529,40 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     return Reply(
         facts=answering + peers, lead=lead, against=against, silent=silent, unknown=unknown,
         asked=asked, aside=aside, inside=inside,
+        reached={s: network[s] for s in silent if s in network},
     )  # fmt: skip
+
+
+def _project_folders(facts: list[FactRow]) -> dict[str, set[Name]]:
+    """Project -> the names of the folders its compose files are in (the whole path and each
+    tail), where they differ from its own: a project that ``name:`` names is asked about by
+    its folder's name too ("the frontend service of rusty" for react-rust-postgres in
+    rusty/)."""
+    out: dict[str, set[Name]] = defaultdict(set)
+    for f in facts:
+        if f.predicate != PART_OF or not f.subject.startswith("service:"):
+            continue
+        project = split_service(f.subject)[0]
+        for cited in f.props.get("evidence", ()):
+            if cited.get("method") != "compose" or cited.get("included") or cited.get("extended"):
+                continue
+            folder = str(cited.get("path", "")).rpartition("/")[0]
+            if folder:
+                out[project].update(set(_project_names(folder)) - set(_project_names(project)))
+    return out
+
+
+def _why_unsaid(facts: list[FactRow], asked: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Of the asked services, why what their compose files say is not all: an extends that
+    could not be read whole (``unread``), another's network or the host's (``network``)."""
+    found: dict[str, dict[str, str]] = {"unread": {}, "network": {}}
+    for f in facts:
+        if f.predicate == PART_OF and f.subject in asked:
+            for cited in f.props.get("evidence", ()):
+                for key, why in found.items():
+                    if cited.get(key):
+                        why[f.subject] = str(cited[key])
+    return found["unread"], found["network"]
 
 
 def _missing(

@@ -450,8 +450,9 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
     for key in ("included", "extended"):  # no variant, whatever its file's name says
         if obs.props.get(key):
             out[key] = True
-    if obs.props.get("unread"):  # the file a service extends: not read, its ports unknown
-        out["unread"] = obs.props["unread"]
+    for key in ("unread", "network"):  # why its ports are not (all) in its compose file
+        if obs.props.get(key):
+            out[key] = obs.props[key]
     return out
 
 

@@ -436,7 +436,8 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
         if not (said.silent or said.unknown):
             return ("; ".join(aside), False) if aside else (None, False)
         text = "; ".join(
-            [f"{describe_key(s)} publishes no port" for s in said.silent]
+            [f"{describe_key(s)} publishes no port"
+             + (f" ({said.reached[s]})" if s in said.reached else "") for s in said.silent]
             + [f"{describe_key(s)}: not known ({why})" for s, why in said.unknown]
         )  # fmt: skip
         notes = [_disagreement(f, said.asked) for f in against] + aside
