@@ -1539,9 +1539,11 @@ services:
         "service worker of blog publishes no port"
     )
     assert answer("which port does the api service of api publish") == "5050"
-    # "the api service" is every service called api, not project api's other services
+    # "the api service" is every service called api, not project api's other services; the
+    # answer says whose is which
     assert answer("which port does the api service publish") == (
-        "3000, 3001, 5050 (blog/compose.prod.yaml, applied with -f, says 3443)"
+        "3000, 3001, 5050 (of api: 5050; of blog: 3000, 3001; blog/compose.prod.yaml, applied "
+        "with -f, says 3443)"
     )
     # "production" names the prod variant
     assert answer("which port does the api service of blog publish in production") == (

@@ -19,6 +19,7 @@ from brainmap.collectors import (
     RANDOM_HOST_PORT,
     Observation,
     project_name,
+    split_service,
 )
 from brainmap.config import GLOBAL_LIBRARY, Config, LibraryConfig
 from brainmap.errors import UserError
@@ -455,12 +456,24 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     host = _ordered({label(f.object) for f in lead if f.predicate == PUBLISHES and f.container})
     if inside and host:
         notes.insert(0, "in the container; published on the host as " + ", ".join(host))
+    by_project: dict[str, set[str]] = defaultdict(set)  # whose is which, when several answer
+    for f in lead:
+        by_project[_project_label(f.subject)].add(_value(f, inside))
+    if len(by_project) > 1:
+        notes[:0] = [f"of {p}: {', '.join(_ordered(v))}" for p, v in sorted(by_project.items())]
     if len(settled) < len(values):
         notes.append("not confirmed: " + ", ".join(v for v in values if v not in settled))
     subjects = {f.subject for f in lead} | said.asked
     notes += [_disagreement(f, subjects) for f in against] + aside
     text = ", ".join(values) + (f" ({'; '.join(dict.fromkeys(notes))})" if notes else "")
     return text, len(sure) == len(values)
+
+
+def _project_label(subject: str) -> str:
+    """The project a service's or a project's fact is about (the subject itself otherwise)."""
+    if subject.startswith("service:"):
+        return split_service(subject)[0]
+    return subject.removeprefix("project:")
 
 
 def _value(fact: Fact, inside: bool = False) -> str:
