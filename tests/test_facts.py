@@ -15,7 +15,7 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -665,6 +665,13 @@ def _published(entry: object) -> str | None:
     mapping = str(entry).rpartition("/")[0] or str(entry)  # drop the protocol
     parts = mapping.rsplit(":", 2)  # [ip:]host:container
     return parts[-2] if len(parts) >= 2 else None
+
+
+def _asking(home: Path, lib: Path) -> tuple[ops.Brain, Callable[[str], ops.facts.AskResult]]:
+    """A brain over ``lib``, collected, and :func:`_ask` on it."""
+    brain = _brain(home, lib)
+    _collect(brain)
+    return brain, functools.partial(_ask, brain)
 
 
 def _ask(brain: ops.Brain, question: str) -> ops.facts.AskResult:
@@ -1860,9 +1867,7 @@ services:
   homeassistant: {image: home-assistant, network_mode: host, ports: ["8124:8123"]}
   pihole: {image: pihole/pihole, network_mode: host}
 """)  # fmt: skip
-    brain = _brain(home, lib)
-    _collect(brain)
-    ask = functools.partial(_ask, brain)
+    brain, ask = _asking(home, lib)
     home_assistant = ask("which port does the homeassistant service of seedbox publish")
     assert _said(home_assistant, "service:seedbox/homeassistant") == {"8123"}
     for service, why in (
@@ -1898,9 +1903,7 @@ services:
     write(lib / "blog" / "compose.yaml", "services:\n  ghost: {ports: ['2368:2368']}\n")
     write(lib / "cache" / "compose.yaml", "services:\n  postgres: {image: postgres}\n"
           "  otel-collector: {image: otel/collector, ports: ['4317:4317']}\n")  # fmt: skip
-    brain = _brain(home, lib)
-    _collect(brain)
-    ask = functools.partial(_ask, brain)
+    brain, ask = _asking(home, lib)
     has = "(its services: broker, db, webserver)"
     for question, name in (
         ("which port does the mq container of papers publish", "mq"),
@@ -1968,9 +1971,7 @@ def test_a_project_named_in_its_compose_file_goes_by_its_folder_too(
     write(lib / "rusty" / "compose.override.yaml", "services:\n  db: {ports: ['5432:5432']}\n")
     write(lib / "shop" / "compose.yaml", "services:\n  frontend: {ports: ['80:80']}\n"
           "  backend: {ports: ['8000:8000']}\n  db: {ports: ['5433:5432']}\n")  # fmt: skip
-    brain = _brain(home, lib)
-    _collect(brain)
-    ask = functools.partial(_ask, brain)
+    brain, ask = _asking(home, lib)
     for project in ("rusty", "react-rust-postgres"):
         frontend = ask(f"which port does the frontend service of {project} publish")
         assert _said(frontend, "service:react-rust-postgres/frontend") == {"3000"}, project
