@@ -225,22 +225,23 @@ def _extended(
     it; and, when ``load`` is given, why the chain stops short of what docker compose would
     merge (a file that cannot be read, a service a file does not have, a loop), which docker
     compose refuses: what the service has is then not known. Without ``load`` (a snippet in
-    a README) the chain stops at the first ``extends`` of another file."""
+    a README) the chain stops at the first ``extends`` of another file, saying nothing."""
     chain: list[_Link] = []
     seen: set[tuple[str | None, str]] = set()
     file: str | None = None
+    why: str | None = None
     while (node := services.get(name)) is not None:
         if chain and not isinstance(node.value, dict):  # a string or a list: no service
-            return chain[::-1], f"it extends {name}, which is no service" if load else None
+            why = f"it extends {name}, which is no service"
+            break
         if (file, name) in seen:
-            return chain[::-1], "it extends services that extend one another in a loop" if (
-                load
-            ) else None
+            why = "it extends services that extend one another in a loop"
+            break
         seen.add((file, name))
         chain.append(_Link(node, file))
         extends = node.get("extends")
         if extends is None:
-            return chain[::-1], None
+            break
         base = extends.get("service")
         name = (base.text if base is not None else extends.text) or ""
         other = extends.get("file")
@@ -249,13 +250,14 @@ def _extended(
             found = load(file, path) if load is not None else None
             if found is None:
                 why = f"it extends a service of {path}, which cannot be read"
-                return chain[::-1], why if load else None
+                break
             file, services = found
-    if load is None:
-        return chain[::-1], None
-    if file:
-        return chain[::-1], f"it extends service {name} of {file}, which has no such service"
-    return chain[::-1], f"it extends service {name}, which its file does not have"
+    else:  # the service extended is not in its file
+        where = (
+            f" of {file}, which has no such service" if file else ", which its file does not have"
+        )
+        why = f"it extends service {name}{where}"
+    return chain[::-1], why if load is not None else None
 
 
 def _network_mode(chain: list[_Link]) -> str:

@@ -97,20 +97,15 @@ class ProjectFinder:
         found: IncludeEnv | None = None
         if base is not None:
             outer = self.include_env(base.rel)
-            beside = _dotenv(self.root / base.rel, self.root, base.rel)
-            parent, seen = outer if outer is not None else (beside, [])
+            if outer is None:  # a base file no other includes: its own .env fills it in
+                outer = IncludeEnv(_dotenv(self.root / base.rel, self.root, base.rel), [])
             own: dict[str, str] = {}
-            seen = list(seen)
+            seen = list(outer.reads)
             for env_rel in base.includes[rel]:
-                stat_now = _stat_at(self.root, env_rel)
-                if stat_now is not None:
-                    try:
-                        data = read_beneath(self.root, env_rel, MAX_ENV_BYTES)
-                    except (OSError, ValueError):
-                        data = b""
-                    own.update(compose.read_env(data.decode("utf-8", "replace")))
+                stat_now, text = _read_at(self.root, env_rel, MAX_ENV_BYTES)
+                own.update(compose.read_env(text or ""))
                 seen.append([env_rel, *(stat_now or (None, None))])
-            found = IncludeEnv({**own, **parent}, seen)
+            found = IncludeEnv({**own, **outer.env}, seen)
         self._envs[rel] = found
         return found
 
@@ -283,16 +278,26 @@ def _stat_at(root: Path, rel: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
 
 
-def _services_at(root: Path, rel: str) -> tuple[tuple[int, int] | None, Mapping[str, Node] | None]:
-    """What :class:`ExtendedFiles` keeps of the file ``rel``: its size and time (taken before
-    it is read: a change while reading reads it again next time) and its services."""
+def _read_at(root: Path, rel: str, limit: int) -> tuple[tuple[int, int] | None, str | None]:
+    """The size and time of the regular file ``rel`` beneath ``root`` (taken before it is
+    read: a change while reading reads it again next time) and its text, None when it cannot
+    be read or is larger than ``limit`` (a cut file would say less than it does)."""
     seen = _stat_at(root, rel)
-    if seen is None or seen[1] > MAX_EXTENDED_BYTES:  # a cut file would lose its last services
+    if seen is None or seen[1] > limit:
         return seen, None
     try:
-        text = read_beneath(root, rel, MAX_EXTENDED_BYTES).decode("utf-8", "replace")
-        tree = parse(text)
-    except (OSError, ValueError, BudgetExceeded):
+        return seen, read_beneath(root, rel, limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return seen, None
+
+
+def _services_at(root: Path, rel: str) -> tuple[tuple[int, int] | None, Mapping[str, Node] | None]:
+    """What :class:`ExtendedFiles` keeps of the file ``rel``: its size and time, and its
+    services."""
+    seen, text = _read_at(root, rel, MAX_EXTENDED_BYTES)
+    try:
+        tree = parse(text) if text is not None else None
+    except BudgetExceeded:
         return seen, None
     services = tree.get("services") if tree is not None else None
     return seen, (services.mapping if services is not None and services.mapping else None)

@@ -89,11 +89,6 @@ KIND_WORDS_BEFORE_NAME = frozenset(
 )
 # the kind words that say the name beside them is a project's (the others: a service's)
 _PROJECT_WORDS = frozenset("project 项目 proyecto progetto".split())
-# the kind words that say the name beside them is a compose service's own name (a container
-# may be called otherwise: container_name)
-_SERVICE_WORDS = frozenset(
-    "service servicio servizio 服务 container contenedor contenitore 容器".split()
-)
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -187,7 +182,8 @@ class _Question:
     spans: dict[Name, list[int]]  # the names it spells out, each where it starts
     free: set[str]  # content words outside those names
     kinds: dict[int, str]  # where a name starts beside a kind word: service or project
-    services: set[Name]  # the names a service word says are a service's
+    # the names a service or container word says are a service's ("the web service")
+    services: set[Name]
 
     def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
@@ -272,18 +268,9 @@ def _read(
     claim(names)
     claim(aliases - names)
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
-    services = {name for name, starts in spans.items() for start in starts
-                if _beside_service_word(tokens, start, len(name))}  # fmt: skip
+    services = {name for name, starts in spans.items()
+                if any(kinds.get(start) == "service" for start in starts)}  # fmt: skip
     return _Question(tokens, dict(spans), free, kinds, services)
-
-
-def _beside_service_word(tokens: list[str], start: int, length: int) -> bool:
-    """Whether the name at ``start`` sits where its language puts a service's name beside
-    the word service ("the web service", "servizio web", "web 服务")."""
-    end = start + length
-    return (end < len(tokens) and tokens[end] in _SERVICE_WORDS & KIND_WORDS_AFTER_NAME) or (
-        start > 0 and tokens[start - 1] in _SERVICE_WORDS & KIND_WORDS_BEFORE_NAME
-    )
 
 
 def _asks(free: set[str]) -> dict[str, int]:
