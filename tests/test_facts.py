@@ -732,6 +732,8 @@ def test_ask_every_published_port_of_the_samples(home: Path, tmp_path: Path) -> 
     assert mc.confirmed and "says 25575" in mc.answer
     for question in ("¿qué puerto publica el servicio web de flask-redis?",
                      "quale porta pubblica il servizio web di flask-redis",
+                     "quel port publie le service web de flask-redis ?",
+                     "qual porta o serviço web do projeto flask-redis publica?",
                      "flask-redis 的 web 服务发布哪个端口"):  # fmt: skip
         result = ops.ask(brain, ops.AskInput(question=question, web=False, root="facts"))
         assert result.answer == "8000", question
@@ -771,6 +773,7 @@ def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path
         "which port does the shop service of stacks/redis-shop publish",
         "¿qué puertos publica el servicio shop de stacks/redis-shop?",
         "quale porta pubblica il servizio shop di stacks/redis-shop",
+        "quels ports publie le service shop du projet stacks/redis-shop ?",
         "stacks/redis-shop 的 shop 服务发布哪个端口",
     ):
         result = ask(question)
@@ -780,14 +783,18 @@ def test_ask_names_the_service_not_the_words_of_its_project(home: Path, tmp_path
         "which port does the redis service of stacks/redis-shop publish",
         "¿qué puerto publica el servicio redis de stacks/redis-shop?",
         "quale porta pubblica il servizio redis di stacks/redis-shop",
+        "qual porta o serviço redis de stacks/redis-shop publica?",
         "stacks/redis-shop 的 redis 服务发布哪个端口",
     ):
         result = ask(question)
         assert result.answer == "service redis of stacks/redis-shop publishes no port", question
         assert [f for f in result.facts if f.predicate == "publishes"] == []
-    # the project alone: all of its services' ports, and only its
-    whole = ask("which ports does stacks/redis-shop publish")
-    assert _said(whole, shop) == {"9000", "9443"}
+    # the project alone, or its services (a plural service word names no service): all of
+    # its services' ports, and only its
+    for question in ("which ports does stacks/redis-shop publish",
+                     "which ports do the stacks/redis-shop services publish",
+                     "quali porte pubblicano i servizi di stacks/redis-shop"):  # fmt: skip
+        assert _said(ask(question), shop) == {"9000", "9443"}, question
     # the project the whole path names, not the one in another folder
     old = ask("which port does the shop service of old/redis-shop publish")
     assert _said(old, "service:old/redis-shop/shop") == {"7000"} and old.answer is None
@@ -836,6 +843,8 @@ services:
         "which port does the db service of cache-api publish",
         "¿qué puerto publica el servicio db de cache-api?",
         "quale porta pubblica il servizio db di cache-api",
+        "quel port publie le service db de cache-api ?",
+        "which port does the service db of the project cache-api publish",
         "cache-api 的 db 服务发布哪个端口",
     ):
         result = ask(question)

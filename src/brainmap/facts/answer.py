@@ -32,11 +32,11 @@ from brainmap.keys import NodeKey, kind_of
 from brainmap.store import FactRow
 
 # Function words no shipped stopword list holds: the verb of "which host runs the backups"
-# names a predicate, not a thing; Italian's "which".
-_QUESTION_WORDS = frozenset("run runs quale quali".split())
+# names a predicate, not a thing; Italian's, French's and Portuguese's "which".
+_QUESTION_WORDS = frozenset("run runs quale quali quel qual quais".split())
 # Question words that point at predicates, folded (lower case, no accents) as questions are:
-# English, then Spanish, Italian and Chinese (two-character words: the analyzer cuts Chinese
-# text into bigrams).
+# English, then Spanish, Italian, French, Portuguese and Chinese (two-character words: the
+# analyzer cuts Chinese text into bigrams).
 PREDICATE_WORDS: dict[str, set[str]] = {
     PUBLISHES: {
         "port", "publish", "publishes", "published", "expose", "exposed", "listen", "open",
@@ -45,50 +45,70 @@ PREDICATE_WORDS: dict[str, set[str]] = {
         "direccion",
         "porta", "porte", "pubblica", "pubblicare", "pubblicato", "espone", "esporre",
         "ascolta", "indirizzo",
+        "publie", "publier", "ecoute", "adresse",
+        "publicada", "expoe", "expor", "escuta", "endereco",
         "端口", "发布", "暴露", "监听", "地址",
     },
     LISTENS_ON: {
         "port", "listen", "listening", "bind", "bound", "open",
-        "puerto", "escucha", "porta", "porte", "ascolta", "端口", "监听",
+        "puerto", "escucha", "porta", "porte", "ascolta", "ecoute", "escuta", "端口", "监听",
     },
     SERVES: {
         "port", "url", "open", "serve", "address",
-        "puerto", "direccion", "porta", "porte", "indirizzo", "端口", "地址",
+        "puerto", "direccion", "porta", "porte", "indirizzo", "adresse", "endereco",
+        "端口", "地址",
     },
     EXPOSES: {
         "port", "expose", "exposes", "exposed",
-        "puerto", "expone", "porta", "porte", "espone", "端口", "暴露",
+        "puerto", "expone", "porta", "porte", "espone", "expoe", "端口", "暴露",
     },
-    IMAGE: {"image", "docker", "imagen", "immagine", "镜像"},
+    IMAGE: {"image", "docker", "imagen", "immagine", "imagem", "镜像"},
     "depends_on": {
         "depend", "dependency", "dependencies", "need", "require",
-        "depende", "dependencia", "dipende", "dipendenza", "依赖",
+        "depende", "dependencia", "dipende", "dipendenza", "dependance", "依赖",
     },
-    HOSTNAME: {"hostname", "host", "address", "ip", "server", "name", "servidor", "主机"},
-    USER: {"user", "login", "username", "account", "usuario", "utente", "用户"},
+    HOSTNAME: {
+        "hostname", "host", "address", "ip", "server", "name", "servidor", "hote", "serveur",
+        "主机",
+    },
+    USER: {
+        "user", "login", "username", "account", "usuario", "utente", "utilisateur", "compte",
+        "用户",
+    },
     PORT: {"port", "ssh", "puerto", "porta", "端口"},
-    IDENTITY_FILE: {"key", "identity", "identityfile", "clave", "chiave", "密钥"},
-    "network": {"network", "rete", "网络"},
+    IDENTITY_FILE: {"key", "identity", "identityfile", "clave", "chiave", "cle", "chave", "密钥"},
+    "network": {"network", "rete", "reseau", "rede", "网络"},
     "volume": {
-        "volume", "mount", "data", "stored", "storage", "volumen", "存储",
+        "volume", "mount", "data", "stored", "storage", "volumen", "donnee", "stockage", "dado",
+        "存储",
     },
     "env_var": {
         "env", "environment", "variable", "setting",
-        "entorno", "variabile", "ambiente", "环境", "变量",
+        "entorno", "variabile", "ambiente", "environnement", "环境", "变量",
     },
-    PART_OF: {"project", "part", "belong", "proyecto", "progetto", "项目"},
-    CONTAINER_NAME: {"container", "contenedor", "contenitore", "容器"},
+    PART_OF: {"project", "part", "belong", "proyecto", "progetto", "projet", "projeto", "项目"},
+    CONTAINER_NAME: {
+        "container", "contenedor", "contenitore", "conteneur", "conteiner", "容器",
+    },
 }  # fmt: skip
 _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
 # Words that say the word beside them is a name: only there may a function word or a question
-# word ("es", "ai", "port", "image") name a thing. English and Chinese put the name before
-# ("the es service", "ai 服务"), Spanish and Italian after ("il servizio ai").
+# word ("es", "ai", "port", "image") name a thing. Chinese puts the name before ("ai 服务"),
+# the Romance languages after ("il servizio ai", "le service web"), English either way ("the
+# es service", "the project shop"); the side after the name is read first.
 KIND_WORDS_AFTER_NAME = frozenset("service container project 服务 容器 项目".split())
 KIND_WORDS_BEFORE_NAME = frozenset(
-    "servicio servizio contenedor contenitore proyecto progetto".split()
+    "service container project servicio servizio contenedor contenitore proyecto progetto "
+    "conteneur projet servico conteiner projeto".split()
 )
 # the kind words that say the name beside them is a project's (the others: a service's)
-_PROJECT_WORDS = frozenset("project 项目 proyecto progetto".split())
+_PROJECT_WORDS = frozenset("project 项目 proyecto progetto projet projeto".split())
+# kind words' plurals that :func:`_singular` does not fold; a plural service word says
+# nothing of the name beside it ("the shop services" are project shop's)
+_KIND_PLURALS = {
+    "servizi": "servizio", "contenitori": "contenitore", "progetti": "progetto",
+    "contenedore": "contenedor", "conteinere": "conteiner",
+}  # fmt: skip
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -224,7 +244,9 @@ def _read(
     the question writes as the library does (``literal``: "user-service") reads whole.
     """
     raw = _folded(question)
-    tokens = [_singular(t) for t in raw]
+    tokens = [_KIND_PLURALS.get(t, t) for t in map(_singular, raw)]
+    # a plural service word: "the shop services" are a project's
+    several = [r != t and t not in _PROJECT_WORDS for r, t in zip(raw, tokens, strict=True)]
     content = [not _function_word(t) for t in raw]
     # the False: past either end
     kind_after = [t in KIND_WORDS_AFTER_NAME for t in tokens] + [False]
@@ -259,11 +281,15 @@ def _read(
                 # the kind word beside a name says what it names, not what is asked: "the web
                 # service of the shop project" asks nothing about projects
                 end = start - neg_len
-                beside = [k for k in (start - 1, end) if 0 <= k < len(tokens)
-                          and (kind_after[k] if k == end else kind_before[k])]  # fmt: skip
-                taken.update(beside)
-                if beside:
-                    kinds[start] = "project" if tokens[beside[0]] in _PROJECT_WORDS else "service"
+                side = next((k for k in (end, start - 1) if 0 <= k < len(tokens)
+                             and k not in taken
+                             and (kind_after[k] if k == end else kind_before[k])), None)  # fmt: skip
+                if side is not None:
+                    taken.add(side)
+                    if tokens[side] in _PROJECT_WORDS:
+                        kinds[start] = "project"
+                    elif not several[side]:
+                        kinds[start] = "service"
 
     claim(names)
     claim(aliases - names)
