@@ -852,6 +852,16 @@ services:
             "project cache-api has no service called db (its services: api, nginx, proxy, redis)"
         ), question
         assert result.facts == [], question
+    # a name no service of the library goes by, called a service's all the same
+    for question in ("which port does the memcached service of cache-api publish",
+                     "¿qué puerto publica el servicio memcached de cache-api?",
+                     "le port du conteneur memcached de cache-api",
+                     "cache-api 的 memcached 服务发布哪个端口"):  # fmt: skip
+        result = ask(question)
+        assert result.answer == (
+            "project cache-api has no service called memcached "
+            "(its services: api, nginx, proxy, redis)"
+        ), question
     broker = ask("which port does the broker service of shop publish")  # papers has one
     assert broker.answer == (
         "project shop has no service called broker "
@@ -862,6 +872,9 @@ services:
         ("¿qué servicio usa el puerto 8080 en shop?", None),
         ("which shop service publishes port 8080", None),
         ("which ports do the running services of shop publish", None),
+        ("which port does the service use in shop", None),
+        ("quale servizio di shop pubblica la porta 8080", None),
+        ("which port does the redis stack service of cache-api publish", {"6380"}),
         ("shop的数据库服务发布哪个端口", None),
         ("which port does the collector service of shop publish", {"4317"}),
         ("which port does the edge-router service of shop publish", {"443"}),

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from brainmap.analysis import fold, is_stopword, split_tokens
+from brainmap.analysis import fold, is_stopword, split_tokens, unspaced
 from brainmap.collectors import (
     CONTAINER_NAME,
     EXPOSES,
@@ -109,6 +109,8 @@ _KIND_PLURALS = {
     "servizi": "servizio", "contenitori": "contenitore", "progetti": "progetto",
     "contenedore": "contenedor", "conteinere": "conteiner",
 }  # fmt: skip
+# "which" before a kind word that puts the name after it: no name follows ("qué servicio usa")
+_WHICH = frozenset("que cual quale quali che quel quelle qual quai".split())
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -204,6 +206,9 @@ class _Question:
     kinds: dict[int, str]  # where a name starts beside a kind word: service or project
     # the names a service or container word says are a service's ("the web service")
     services: set[Name]
+    # words no name holds that a service or container word calls a service's ("the mysql
+    # service" of a library with no mysql), on the side its language puts a name
+    unknown: set[Name] = field(default_factory=set)
 
     def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
@@ -296,7 +301,21 @@ def _read(
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
     services = {name for name, starts in spans.items()
                 if any(kinds.get(start) == "service" for start in starts)}  # fmt: skip
-    return _Question(tokens, dict(spans), free, kinds, services)
+    unknown: set[Name] = set()
+    for k, token in enumerate(tokens):
+        if k in taken or several[k] or token in _PROJECT_WORDS:
+            continue
+        # English and Chinese put the name before ("the mysql service"), the Romance
+        # languages after ("el servicio mysql"), not after a question word ("qué servicio usa");
+        # a word beside a name is more of that name ("the redis stack service")
+        at = k - 1 if token in KIND_WORDS_AFTER_NAME else k + 1
+        beyond = at - 1 if at < k else at + 1
+        if (token in KIND_WORDS_AFTER_NAME or token in KIND_WORDS_BEFORE_NAME) and (
+            0 <= at < len(tokens) and at not in taken and plain[at] and not unspaced(tokens[at])
+            and beyond not in taken and (at < k or k == 0 or tokens[k - 1] not in _WHICH)
+        ):  # fmt: skip
+            unknown.add((tokens[at],))
+    return _Question(tokens, dict(spans), free, kinds, services, unknown)
 
 
 def _asks(free: set[str]) -> dict[str, int]:
@@ -481,7 +500,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     services = q.services | ({n for n, starts in q.spans.items()
                               if all(q.kinds.get(at) != "project" for at in starts)}
                              if by_project else set())  # fmt: skip
-    missing = _missing(services, asked, aliases, subject_score.keys(), written)
+    missing = _missing(services, q.unknown, asked, aliases, subject_score.keys(), written)
     if missing:  # its siblings' facts are not the answer
         return Reply(asked=asked, missing=missing)
     in_view, replaced = _compose_view(q.free, facts)
@@ -580,6 +599,7 @@ def _why_unsaid(facts: list[FactRow], asked: set[str]) -> tuple[dict[str, str], 
 
 def _missing(
     services: set[Name],
+    unknown: set[Name],
     asked: set[str],
     aliases: dict[str, set[Name]],
     subjects: Iterable[str],
@@ -590,11 +610,11 @@ def _missing(
     services goes by that name (its own, its image's, its container's, or one with the name
     in it: collector for otel-collector, redis for redis-stack-server), each such project,
     the name as the library writes it, and the services it has: what to answer instead of
-    their ports. A word no service goes by ("the running services", "qué servicio usa") is
-    not taken for one."""
+    their ports. ``unknown``: words no name holds that the question calls a service's all the
+    same ("the mysql service of shop" in a library without mysql)."""
     subjects = [s for s in subjects if s.startswith("service:")]
     known = {_names(s)[0][-1] for s in subjects}.union(*aliases.values())
-    services = services & known
+    services = (services & known) | unknown
     if not services or not asked or not all(s.startswith("service:") for s in asked):
         return []
 
