@@ -1902,6 +1902,50 @@ services:
     brain.close()
 
 
+def test_services_started_only_with_a_profile(home: Path, tmp_path: Path) -> None:
+    """A service with ``profiles`` is not started by ``docker compose up``: its facts and the
+    answer say which profile starts it (its own, or those of a service it extends); a profile
+    ``COMPOSE_PROFILES`` enables in ``.env`` (or ``*``) starts with the rest."""
+    lib = tmp_path / "lab"
+    write(lib / "tools" / "compose.yaml", """\
+services:
+  app: {image: example/app, ports: ["8080:80"]}
+  adminer: {image: adminer, ports: ["8081:8080"], profiles: [debug]}
+  base: {image: example/base, profiles: [debug]}
+  mailhog: {extends: base, image: mailhog/mailhog, ports: ["8025:8025"], profiles: [mail]}
+""")  # fmt: skip
+    write(lib / "tools" / "README.md", "# tools\n\nOpen http://localhost:8081 for adminer.\n")
+    write(lib / "lab2" / "compose.yaml", """\
+services:
+  web: {image: nginx, ports: ["9080:80"]}
+  docs: {image: example/docs, ports: ["9081:80"], profiles: [docs]}
+""")  # fmt: skip
+    write(lib / "lab2" / ".env", "COMPOSE_PROFILES=docs,extra\n")
+    brain, ask = _asking(home, lib)
+    adminer = ask("which port does the adminer service of tools publish")
+    assert adminer.answer == "8081 (only with --profile debug)"
+    assert [f.profiles for f in adminer.facts] == [["debug"]]
+    assert adminer.facts[0].views == "with --profile debug"
+    mailhog = ask("which port does mailhog of tools publish").facts
+    assert [(f.object, f.views) for f in mailhog] == [
+        ("port:8025", "with --profile debug or --profile mail")
+    ]
+    app = ask("which port does the app service of tools publish").facts
+    assert [(f.object, f.profiles, f.views) for f in app] == [("port:8080", [], None)]
+    docs = ask("which port does the docs service of lab2 publish").facts
+    assert [(f.object, f.profiles) for f in docs] == [("port:9081", [])]
+    # the project's answer says which of its services a profile starts
+    whole = ask("which ports does tools publish").answer or ""
+    assert "adminer only with --profile debug" in whole
+    assert "mailhog only with --profile debug or --profile mail" in whole
+    assert "app only" not in whole
+    # enabled everywhere: a fresh read of the file, no profile left to say
+    write(lib / "tools" / ".env", "COMPOSE_PROFILES=*\n")
+    _collect(brain)
+    assert ask("which port does the adminer service of tools publish").facts[0].profiles == []
+    brain.close()
+
+
 def test_ask_names_written_as_the_library_writes_them(home: Path, tmp_path: Path) -> None:
     """Second attack's findings: a container word names a service too; the missing name is
     shown as the library writes it (not its stem), several words long too, and not when a

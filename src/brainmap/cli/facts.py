@@ -139,7 +139,7 @@ def _print_answer(result: Any) -> None:
         colour = _CONFIDENCE_COLOURS.get(fact.confidence, "white")
         click.echo(click.style(f"[{fact.confidence}] ", fg=colour) + fact.what)
         if fact.views:
-            click.echo(f"    only in {fact.views}")
+            click.echo(f"    only {fact.views}")
         print_evidence(fact.evidence, fact.against, "    ", library=True)
         if fact.resolved_by:
             click.echo(f"    conflict resolved by {fact.resolved_by}")

@@ -36,8 +36,9 @@ METHOD_KIND = {
 # What the config collectors (compose, ssh, yaml) make of a file, as a version: when it
 # changes, the indexer reads every config file again, and no markdown (the text analysis has
 # its own, analysis.ANALYZER_VERSION). 1: compose's extends of another file, the variables of
-# an included file as docker compose merges them, network_mode, image digests.
-CONFIG_COLLECTORS = 1
+# an included file as docker compose merges them, network_mode, image digests; 2: compose
+# profiles.
+CONFIG_COLLECTORS = 2
 
 PART_OF = "part_of"  # service -> project
 PUBLISHES = "publishes"  # service -> host port [port]; props: container, protocol, host_ip

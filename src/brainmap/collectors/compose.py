@@ -178,7 +178,9 @@ def collect(
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
-    its ``part_of``'s ``network``."""
+    its ``part_of``'s ``network``. The observations of a service that ``docker compose up``
+    does not start (its ``profiles``, none of them in ``COMPOSE_PROFILES``) name them
+    (``profiles``)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -188,6 +190,8 @@ def collect(
     env = public(env or {})
     if not included:
         project = _named(root, env) or project
+    # the profiles docker compose up starts (a service of none starts always)
+    active = {p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",") if p.strip()}
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -202,8 +206,12 @@ def collect(
             props["unread"] = unread
         if network := _elsewhere(chain):
             props["network"] = network
+        start = len(out)
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)
+        if profiles := _profiles(chain, env, active):
+            for obs in out[start:]:
+                obs.props["profiles"] = profiles
     marks = {"layer": layer} if layer else {"included": True} if included else {}
     for obs in out:
         obs.props.update(marks)
@@ -280,6 +288,15 @@ def _elsewhere(chain: list[_Link]) -> str | None:
     if kind in ("service", "container") and other:
         return f"it runs on the network of {kind} {other}: reached on the ports that one publishes"
     return None
+
+
+def _profiles(chain: list[_Link], env: Mapping[str, str], active: set[str]) -> list[str]:
+    """The profiles a service starts with, when ``docker compose up`` does not start it
+    (none of them is in ``COMPOSE_PROFILES``, which ``*`` fills with every profile)."""
+    named = {p for item, _ in _merged(chain, "profiles") for p in _texts(item, env)}
+    if not named or "*" in active or named & active:
+        return []
+    return sorted(named)
 
 
 def _merged(chain: list[_Link], key: str) -> list[tuple[Node, str | None]]:

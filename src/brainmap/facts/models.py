@@ -55,7 +55,9 @@ class Fact:
     # holds only in these views of its compose files: "override" (docker compose up: the base
     # and override files), a variant's name (prod: the base file and compose.prod.yaml)
     layers: list[str] = field(default_factory=list)
-    views: str | None = None  # the same in words (None: it holds in every view)
+    # started only with one of these compose profiles (docker compose up starts it not)
+    profiles: list[str] = field(default_factory=list)
+    views: str | None = None  # the same in words (None: wherever docker compose up runs)
 
 
 def _evidence(items: list[dict[str, Any]]) -> list[Evidence]:
@@ -70,7 +72,7 @@ def fact_of(row: FactRow) -> Fact:
         str(p.get("what", "")), _evidence(p.get("evidence", [])), _evidence(p.get("against", [])),
         p.get("resolved_by"), p.get("partial"), p.get("container"), p.get("protocol"),
         row.observed_at, p.get("published"), list(p.get("layers", [])),
-        views(list(p.get("layers", []))),
+        list(p.get("profiles", [])), views(list(p.get("layers", [])), list(p.get("profiles", []))),
     )  # fmt: skip
 
 

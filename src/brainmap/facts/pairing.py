@@ -53,9 +53,9 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 
 # The version of the rules below: a brain paired by other rules is paired again, by these,
 # at its next reindex or collect, though its observations did not change.
-PAIRING_RULES = 5  # 3: compose layers (override, variants) and random host ports; 4: what
+PAIRING_RULES = 6  # 3: compose layers (override, variants) and random host ports; 4: what
 # the override file or a variant replaces of the base file (lists, single values) per view;
-# 5: a compose file another includes is read with it
+# 5: a compose file another includes is read with it; 6: compose profiles
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
@@ -510,6 +510,10 @@ def _edge(
         replaced = {v for o in support for v in o.props.get("replaced_in", ())}
         if replaced:
             props["replaced_in"] = sorted(replaced)
+    # declared only for services docker compose up does not start (profiles), not seen running
+    profiles = [o.props.get("profiles") for o in support if o.method == "compose"]
+    if profiles and all(profiles) and RUNTIME not in {o.kind for o in support}:
+        props["profiles"] = sorted({str(p) for named in profiles for p in named or ()})
     if state.slots:
         props["conflict"] = sorted(set(state.slots))
     if state.against:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from brainmap.collectors import (
     CONTAINER_NAME,
     HOSTNAME,
@@ -56,13 +58,15 @@ def describe_key(key: str) -> str:
     return f"{node.kind} {node.name}" if node.kind else key
 
 
-def views(layers: list[str]) -> str | None:
-    """Where a fact declared only in some compose files holds, in words: ``docker compose
-    up (the override file)``, ``the prod variant (-f)``; None when it holds in every view."""
-    if not layers:
-        return None
-    return ", ".join(
+def views(layers: Sequence[str], profiles: Sequence[str] = ()) -> str | None:
+    """Where a fact declared only in some compose files, or for services started only with
+    a profile, holds, in words after "only": ``in the prod variant (-f)``, ``with --profile
+    debug``; None when it holds wherever docker compose up runs."""
+    where = ", ".join(
         "docker compose up (the override file)" if layer == OVERRIDE_LAYER
         else f"the {layer} variant (-f)"
         for layer in layers
     )  # fmt: skip
+    started = " or ".join(f"--profile {p}" for p in profiles)
+    text = " ".join(([f"in {where}"] if where else []) + ([f"with {started}"] if started else []))
+    return text or None

@@ -26,7 +26,7 @@ from brainmap.errors import UserError
 from brainmap.facts.answer import Reply, reply
 from brainmap.facts.models import AUTHORITY, CONFIRMED, Fact, fact_of
 from brainmap.facts.pairing import records
-from brainmap.facts.text import describe_key, label
+from brainmap.facts.text import describe_key, label, views
 from brainmap.indexer import FACTS_NOT_READ
 from brainmap.indexer import reindex as run_reindex
 from brainmap.ops.core import Brain, Caller, _Input, op
@@ -456,6 +456,11 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     host = _ordered({label(f.object) for f in lead if f.predicate == PUBLISHES and f.container})
     if inside and host:
         notes.insert(0, "in the container; published on the host as " + ", ".join(host))
+    # a service docker compose up does not start: what it takes to start it
+    started = {(f.subject, tuple(f.profiles)) for f in lead if f.profiles}
+    several = len({f.subject for f in lead}) > 1
+    notes += [f"{label(s).rpartition('/')[2] + ' ' if several else ''}only {views([], named)}"
+              for s, named in sorted(started)]  # fmt: skip
     by_project: dict[str, set[str]] = defaultdict(set)  # whose is which, when several answer
     for f in lead:
         by_project[_project_label(f.subject)].add(_value(f, inside))
