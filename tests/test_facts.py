@@ -852,16 +852,6 @@ services:
             "project cache-api has no service called db (its services: api, nginx, proxy, redis)"
         ), question
         assert result.facts == [], question
-    # a name no service of the library goes by, called a service's all the same
-    for question in ("which port does the memcached service of cache-api publish",
-                     "¿qué puerto publica el servicio memcached de cache-api?",
-                     "le port du conteneur memcached de cache-api",
-                     "cache-api 的 memcached 服务发布哪个端口"):  # fmt: skip
-        result = ask(question)
-        assert result.answer == (
-            "project cache-api has no service called memcached "
-            "(its services: api, nginx, proxy, redis)"
-        ), question
     broker = ask("which port does the broker service of shop publish")  # papers has one
     assert broker.answer == (
         "project shop has no service called broker "
@@ -874,6 +864,8 @@ services:
         ("which ports do the running services of shop publish", None),
         ("which port does the service use in shop", None),
         ("quale servizio di shop pubblica la porta 8080", None),
+        ("which port does the database service of shop publish", None),
+        ("qué puerto publica el servicio principal de shop", None),
         ("which port does the redis stack service of cache-api publish", {"6380"}),
         ("shop的数据库服务发布哪个端口", None),
         ("which port does the collector service of shop publish", {"4317"}),
@@ -1943,6 +1935,45 @@ services:
     write(lib / "tools" / ".env", "COMPOSE_PROFILES=*\n")
     _collect(brain)
     assert ask("which port does the adminer service of tools publish").facts[0].profiles == []
+    brain.close()
+
+
+def test_ask_kind_words_by_what_the_library_has(home: Path, tmp_path: Path) -> None:
+    """A service word beside a name no service goes by ("the shop service", "the service
+    shop") is about the project of that name; beside a service's name, singular or plural,
+    about the services of that name. A kind word alone names nothing (a ``services/`` folder
+    is not "which service ..."), and a predicate the question asks less ("the project's web
+    service") does not make its object the answer."""
+    lib = tmp_path / "lab"
+    write(lib / "shop" / "compose.yaml", """\
+services:
+  web: {image: nginx, ports: ["8080:80"]}
+  cache: {image: redis, ports: ["6379:6379"]}
+""")  # fmt: skip
+    write(lib / "web" / "compose.yaml", "services:\n  web: {image: httpd, ports: ['8082:80']}\n")
+    write(lib / "services" / "payments" / "compose.yaml",
+          "services:\n  api: {image: example/pay, ports: ['8200:8200']}\n")  # fmt: skip
+    brain, ask = _asking(home, lib)
+
+    def ports(question: str) -> set[str]:
+        return {
+            f"{f.subject} {f.object}" for f in ask(question).facts if f.predicate == "publishes"
+        }
+
+    shop = {"service:shop/web port:8080", "service:shop/cache port:6379"}
+    for question in ("which port does the shop service publish",
+                     "which ports do the shop services publish",
+                     "which port does the service shop publish",
+                     "quali porte pubblicano i servizi di shop"):  # fmt: skip
+        assert ports(question) == shop, question
+    webs = {"service:shop/web port:8080", "service:web/web port:8082"}
+    assert ports("which ports do the web services publish") == webs
+    assert ports("which service publishes port 8080") == {"service:shop/web port:8080"}
+    mine = ask("what port does the project's web service publish in shop")
+    assert mine.answer != "service web of shop publishes no port"
+    assert ports("what port does the project's web service publish in shop") == {
+        "service:shop/web port:8080"
+    }
     brain.close()
 
 

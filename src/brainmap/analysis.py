@@ -55,12 +55,6 @@ _LATIN_LETTER_RE = re.compile(r"[A-Za-z\u00c0-\u024f]")
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
 
 
-def unspaced(token: str) -> bool:
-    """Whether a token is written in a script without spaces between words (the tokenizer
-    cuts those into bigrams, which are no words)."""
-    return _RUN_RE.search(token) is not None
-
-
 def _bigrams(match: re.Match[str]) -> str:
     run = match.group(0)
     if len(run) == 1:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from brainmap.analysis import fold, is_stopword, split_tokens, unspaced
+from brainmap.analysis import fold, is_stopword, split_tokens
 from brainmap.collectors import (
     CONTAINER_NAME,
     EXPOSES,
@@ -101,16 +101,14 @@ KIND_WORDS_BEFORE_NAME = frozenset(
     "service container project servicio servizio contenedor contenitore proyecto progetto "
     "conteneur projet servico conteiner projeto".split()
 )
+_KIND_WORDS = KIND_WORDS_AFTER_NAME | KIND_WORDS_BEFORE_NAME
 # the kind words that say the name beside them is a project's (the others: a service's)
 _PROJECT_WORDS = frozenset("project 项目 proyecto progetto projet projeto".split())
-# kind words' plurals that :func:`_singular` does not fold; a plural service word says
-# nothing of the name beside it ("the shop services" are project shop's)
+# kind words' plurals that :func:`_singular` does not fold
 _KIND_PLURALS = {
     "servizi": "servizio", "contenitori": "contenitore", "progetti": "progetto",
     "contenedore": "contenedor", "conteinere": "conteiner",
 }  # fmt: skip
-# "which" before a kind word that puts the name after it: no name follows ("qué servicio usa")
-_WHICH = frozenset("que cual quale quali che quel quelle qual quai".split())
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
 # exposes to its network, unless the question asks what it exposes.
@@ -206,9 +204,6 @@ class _Question:
     kinds: dict[int, str]  # where a name starts beside a kind word: service or project
     # the names a service or container word says are a service's ("the web service")
     services: set[Name]
-    # words no name holds that a service or container word calls a service's ("the mysql
-    # service" of a library with no mysql), on the side its language puts a name
-    unknown: set[Name] = field(default_factory=set)
 
     def covered(self, names: tuple[Name, ...], kinds: tuple[str, ...] = ()) -> set[int]:
         """The question's tokens that spell the names: each name takes its own occurrence
@@ -233,8 +228,9 @@ class _Question:
 def _read(
     question: str,
     names: set[Name],
-    aliases: frozenset[Name] = frozenset(),
-    literal: frozenset[Name] = frozenset(),
+    aliases: frozenset[Name],
+    literal: frozenset[Name],
+    goes_by: dict[str, frozenset[Name]],
 ) -> _Question:
     """Find the names a question spells out, longest first, each token in one name only:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
@@ -247,11 +243,13 @@ def _read(
     service", "servizio ai"): elsewhere those words ask the question ("server port in P";
     such a word still tells two subjects apart, see :func:`reply`). A name of several words
     the question writes as the library does (``literal``: "user-service") reads whole.
+
+    A kind word beside a name says which kind of name it is when something of that kind goes
+    by it (``goes_by``: kind -> names): "the shop service" of a library whose shop is only a
+    project is about project shop; "the web services", about the services called web.
     """
     raw = _folded(question)
     tokens = [_KIND_PLURALS.get(t, t) for t in map(_singular, raw)]
-    # a plural service word: "the shop services" are a project's
-    several = [r != t and t not in _PROJECT_WORDS for r, t in zip(raw, tokens, strict=True)]
     content = [not _function_word(t) for t in raw]
     # the False: past either end
     kind_after = [t in KIND_WORDS_AFTER_NAME for t in tokens] + [False]
@@ -291,31 +289,16 @@ def _read(
                              and (kind_after[k] if k == end else kind_before[k])), None)  # fmt: skip
                 if side is not None:
                     taken.add(side)
-                    if tokens[side] in _PROJECT_WORDS:
-                        kinds[start] = "project"
-                    elif not several[side]:
-                        kinds[start] = "service"
+                    kind = "project" if tokens[side] in _PROJECT_WORDS else "service"
+                    if name in goes_by[kind]:
+                        kinds[start] = kind
 
     claim(names)
     claim(aliases - names)
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
     services = {name for name, starts in spans.items()
                 if any(kinds.get(start) == "service" for start in starts)}  # fmt: skip
-    unknown: set[Name] = set()
-    for k, token in enumerate(tokens):
-        if k in taken or several[k] or token in _PROJECT_WORDS:
-            continue
-        # English and Chinese put the name before ("the mysql service"), the Romance
-        # languages after ("el servicio mysql"), not after a question word ("qué servicio usa");
-        # a word beside a name is more of that name ("the redis stack service")
-        at = k - 1 if token in KIND_WORDS_AFTER_NAME else k + 1
-        beyond = at - 1 if at < k else at + 1
-        if (token in KIND_WORDS_AFTER_NAME or token in KIND_WORDS_BEFORE_NAME) and (
-            0 <= at < len(tokens) and at not in taken and plain[at] and not unspaced(tokens[at])
-            and beyond not in taken and (at < k or k == 0 or tokens[k - 1] not in _WHICH)
-        ):  # fmt: skip
-            unknown.add((tokens[at],))
-    return _Question(tokens, dict(spans), free, kinds, services, unknown)
+    return _Question(tokens, dict(spans), free, kinds, services)
 
 
 def _asks(free: set[str]) -> dict[str, int]:
@@ -413,10 +396,19 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     literal = frozenset(
         n for n, text in written.items() if len(n) > 1 and text.casefold() in asked_as
     )
-    q = _read(question, known, frozenset().union(*aliases.values()), literal)
+    subjects = {f.subject for f in facts}
+    goes_by = {  # the names a service goes by, and a project
+        "service": frozenset(_names(s)[0][-1] for s in subjects if s.startswith("service:"))
+        .union(*aliases.values()),
+        "project": frozenset(n for s in subjects for n, kind in zip(_names(s)[0],
+                             _kinds_of(s, len(_names(s)[0])), strict=True) if kind == "project")
+        .union(*folders.values()),
+    }  # fmt: skip
+    q = _read(question, known, frozenset().union(*aliases.values()), literal, goes_by)
     asks = _asks(q.free)
-    # what is left once the predicate words are out names things partly ("nextcloud")
-    loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]}
+    # what is left once the predicate words are out names things partly ("nextcloud"); a
+    # kind word names no thing ("which service publishes 8100": not project services/payments)
+    loose = q.free - {_singular(w) for p in asks for w in PREDICATE_WORDS[p]} - _KIND_WORDS
     # "the container port of web" asks for a port, not for the container's name
     inside = bool(q.free & _INSIDE_WORDS) and bool(asks.keys() & _PORT_PRECEDENCE.keys())
     if inside:
@@ -427,9 +419,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     # the first; "which port does api publish" still asks about every api
     most = max(asks.values(), default=0)
     topical = {_singular(w) for p, n in asks.items() if n == most for w in PREDICATE_WORDS[p]}
-    naming = q.free - loose - topical
+    naming = q.free - loose - topical - _KIND_WORDS
 
-    subjects = {f.subject for f in facts}
     # a question that says what kind of thing it names ("the X service", "the P project")
     # asks about one project's service: a word that is a project's name elsewhere in it
     # ("the home assistant web ui": project web) does not
@@ -480,6 +471,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         if strength is None:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
+        if strength < most:  # its object named counts only when its predicate is asked most:
+            theirs = (0,) * 6  # "the project's web service" asks web's port, not its project
         a, b, c, d, e = (m + t for m, t in zip(mine[:5], theirs[:5], strict=True))
         fact_score = (a, b, c, d, e, mine[5])
         if named_at_all(fact_score):
@@ -500,7 +493,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
     services = q.services | ({n for n, starts in q.spans.items()
                               if all(q.kinds.get(at) != "project" for at in starts)}
                              if by_project else set())  # fmt: skip
-    missing = _missing(services, q.unknown, asked, aliases, subject_score.keys(), written)
+    missing = _missing(services, asked, aliases, subject_score.keys(), written)
     if missing:  # its siblings' facts are not the answer
         return Reply(asked=asked, missing=missing)
     in_view, replaced = _compose_view(q.free, facts)
@@ -599,7 +592,6 @@ def _why_unsaid(facts: list[FactRow], asked: set[str]) -> tuple[dict[str, str], 
 
 def _missing(
     services: set[Name],
-    unknown: set[Name],
     asked: set[str],
     aliases: dict[str, set[Name]],
     subjects: Iterable[str],
@@ -610,11 +602,11 @@ def _missing(
     services goes by that name (its own, its image's, its container's, or one with the name
     in it: collector for otel-collector, redis for redis-stack-server), each such project,
     the name as the library writes it, and the services it has: what to answer instead of
-    their ports. ``unknown``: words no name holds that the question calls a service's all the
-    same ("the mysql service of shop" in a library without mysql)."""
+    their ports. A word no service goes by ("the running services", "qué servicio usa") is
+    not taken for one."""
     subjects = [s for s in subjects if s.startswith("service:")]
     known = {_names(s)[0][-1] for s in subjects}.union(*aliases.values())
-    services = (services & known) | unknown
+    services = services & known
     if not services or not asked or not all(s.startswith("service:") for s in asked):
         return []
 
