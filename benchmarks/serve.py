@@ -368,9 +368,10 @@ def main() -> None:
         saving_rps, saving, saves = throughput(
             url, queries, clients=8, seconds=args.seconds, save_every=every, bare=bare
         )
-        fresh_cpu = _cpu_seconds(server.pid)
+        fresh_cpu, client_cpu = _cpu_seconds(server.pid), time.process_time()
         fresh_rps, fresh_loaded, _ = throughput(url, fresh, clients=8, seconds=args.seconds)
         fresh_cpu = (_cpu_seconds(server.pid) - fresh_cpu) / max(1, len(fresh_loaded))
+        client_cpu = (time.process_time() - client_cpu) / max(1, len(fresh_loaded))
         quiet: list[float] = []  # loaded p95 of each round, then saving p95
         busy: list[float] = []
         rate = args.pace * rps if args.pace else None
@@ -412,6 +413,7 @@ def main() -> None:
         "fresh_p50_ms": ms(statistics.median(fresh_loaded)),
         "fresh_p95_ms": ms(percentile(fresh_loaded, 0.95)),
         "fresh_server_cpu_ms": ms(fresh_cpu),  # the server's CPU a fresh search (Linux)
+        "fresh_client_cpu_ms": ms(client_cpu),  # the 8 clients' own (they share the cores)
         "saving_requests_per_s": round(saving_rps, 1),
         "saving_p50_ms": ms(statistics.median(saving)),
         "saving_p95_ms": ms(percentile(saving, 0.95)),
