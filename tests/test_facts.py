@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 import brainmap.ops.facts  # noqa: F401  (the tests name its types as ops.facts.*)
-from brainmap import ops
+from brainmap import indexer, ops
 from brainmap.collectors import compose, narrative, runtime, sshconfig, yamlconf
 from brainmap.config import load, save
 from brainmap.markdown import parse
@@ -1802,9 +1802,12 @@ services:
     brain.close()
 
 
-def test_config_files_read_by_older_collectors_are_read_again(home: Path, tmp_path: Path) -> None:
+def test_config_files_read_by_older_collectors_are_read_again(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An index whose config files older collectors read (a version behind) reads every
-    config file again at the next reindex, and no markdown; then it is current."""
+    config file again at the next reindex, and no markdown; then it is current, unless one
+    could not be read (it is gone or unreadable meanwhile)."""
     from brainmap.collectors import CONFIG_COLLECTORS
 
     lib = tmp_path / "lab"
@@ -1823,6 +1826,21 @@ def test_config_files_read_by_older_collectors_are_read_again(home: Path, tmp_pa
     assert (report.code_files, report.updated, report.unchanged) == (2, 0, 1)
     assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
     assert ops.reindex(brain, reindex).libraries[0].code_files == 0
+    # one that could not be read then: the next reindex reads them all again
+    brain.store.entries.mark_collected(library_id, CONFIG_COLLECTORS - 1)
+    read_found = indexer.read_found
+
+    def failing(root: Path, found: Any, limit: int) -> bytes:
+        if found.rel == "blog/compose.yaml":
+            raise PermissionError(13, "Permission denied")
+        return read_found(root, found, limit)
+
+    monkeypatch.setattr(indexer, "read_found", failing)
+    assert ops.reindex(brain, reindex).libraries[0].code_files == 1
+    assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS - 1
+    monkeypatch.undo()
+    assert ops.reindex(brain, reindex).libraries[0].code_files == 2
+    assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
     brain.close()
 
 

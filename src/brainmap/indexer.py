@@ -441,6 +441,9 @@ def index_library(
     projects = ProjectFinder(root, lib.name)
     # config files read by older collectors are read again, every one (not the markdown)
     recollect = full or store.entries.library_collectors(library_id) != CONFIG_COLLECTORS
+    # a config file these collectors could not read keeps what older ones made of it: the
+    # library is marked as read by these only once every one was
+    read_all = True
     # compose files read with a file that changed since (one their extends names, an env file
     # of their include): it need not be one the scan reads
     read_with = {} if full else store.facts.compose_reads(library_id)
@@ -533,6 +536,8 @@ def index_library(
                         raise  # the database itself failed: stop, keep everything as it was
                     except Exception:  # a code file is not knowledge: it is left out
                         read, problem = False, None
+                    # gone or unreadable meanwhile (what it says, however bad, is a read)
+                    read_all = read_all and read
                     if problem is not None:
                         # no stat: a skip with one would keep the file from being read as
                         # markdown, should the globs make it an entry later
@@ -591,7 +596,7 @@ def index_library(
         store.entries.clear_skips(library_id, skipped)
         if report.added or report.updated or report.deleted or report.skipped or full:
             store.entries.mark_indexed(library_id, _now(), analysis if full else None)
-        if recollect:
+        if recollect and read_all:
             store.entries.mark_collected(library_id, CONFIG_COLLECTORS)
         batch.commit()
     except BaseException as exc:
