@@ -72,3 +72,37 @@ def test_watch_follows_create_edit_delete(home: Path, tmp_path: Path) -> None:
             raise AssertionError(f"watch did not stop on SIGINT:\n{out}\n{err}") from None
     assert proc.returncode == 0, err
     assert "stopped" in out and "Traceback" not in err
+
+
+def _ports(home: Path, question: str) -> set[str]:
+    out = run_cli(home, "ask", question, "--no-web", "--root", "facts", "--json").stdout
+    return {f["object"] for f in json.loads(out)["facts"] if f["predicate"] == "publishes"}
+
+
+def test_watch_follows_a_file_a_compose_file_was_read_with(home: Path, tmp_path: Path) -> None:
+    """The env file an include names is no file the library indexes (nor is every file an
+    ``extends`` names): a change to it is followed all the same."""
+    lib = tmp_path / "lib"
+    write(lib / "ledger" / "compose.yaml", "include:\n  - path: ./db/compose.yaml\n"
+          "    env_file: ./db/db.env\nservices:\n  web: {ports: ['80:80']}\n")  # fmt: skip
+    write(lib / "ledger" / "db" / "compose.yaml",
+          "services:\n  pg: {ports: ['${PG_PORT:-5432}:5432']}\n")  # fmt: skip
+    write(lib / "ledger" / "db" / "db.env", "PG_PORT=5499\n")
+    run_cli(home, "library", "add", "lib", str(lib))
+    assert ChangeFilter([config.LibraryConfig("lib", lib)]).library(
+        False, str(lib / "ledger" / "db" / "db.env")
+    ) is None  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "brainmap", "--home", str(home), "watch", "lib"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    question = "which port does the pg service of ledger publish"
+    try:
+        _eventually(lambda: _ports(home, question) == {"port:5499"})
+        time.sleep(1.0)  # the watcher has read what ledger was read with since
+        write(lib / "ledger" / "db" / "db.env", "PG_PORT=6543\n")
+        _eventually(lambda: _ports(home, question) == {"port:6543"})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err

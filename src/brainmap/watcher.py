@@ -13,12 +13,15 @@ from brainmap.safefile import TEMP_PREFIX
 class ChangeFilter:
     """Which library (if any) a file-system change concerns: a file the library indexes, a
     folder (its files may have been created before the watcher saw the folder), or a deleted
-    path without a suffix (a folder gone with its files). Temp files and excluded folders
-    never count, nor do other files (editor swap files, ``.txt``)."""
+    path without a suffix (a folder gone with its files), or a file one of its files was read
+    with (:attr:`read_with`: a file a compose file's ``extends`` names, whatever its name).
+    Temp files and excluded folders never count, nor do other files (editor swap files,
+    ``.txt``)."""
 
     def __init__(self, libs: list[LibraryConfig]) -> None:
         self.roots = [(lib.path.resolve(), lib.paths, lib.name) for lib in libs]
         self._code = {lib.name: lib.code_paths for lib in libs}
+        self.read_with: dict[str, set[str]] = {}  # library -> paths its files were read with
 
     def library(self, deleted: bool, path: str) -> str | None:
         target = Path(path)
@@ -28,6 +31,8 @@ class ChangeFilter:
             if not target.is_relative_to(root) or target == root:
                 continue
             rel = target.relative_to(root).as_posix()
+            if rel in self.read_with.get(name, ()):
+                return name
             if paths.inside_pruned(rel):
                 return None
             code = self._code[name]
@@ -46,9 +51,12 @@ def watch(
     *,
     stop: threading.Event | None = None,
     debounce_ms: int = 400,
+    read_with: Callable[[], dict[str, set[str]]] | None = None,
 ) -> None:
     """Call ``reindex(libraries)`` now, then again with the libraries whose files changed,
-    until ``stop`` is set. ``reindex`` is the reindex op, after-change step included."""
+    until ``stop`` is set. ``reindex`` is the reindex op, after-change step included;
+    ``read_with`` tells, after each, what files the libraries' files were read with (those
+    the scan does not read count as changes too)."""
     from watchfiles import Change
     from watchfiles import watch as watch_changes
 
@@ -71,7 +79,12 @@ def watch(
             # index only once the watcher runs, so that no change made meanwhile is missed
             started = True
             reindex([lib.name for lib in libs])
-            continue
-        touched = sorted({name for change, path in changes if (name := library_of(change, path))})
-        if touched:
+        else:
+            touched = sorted(
+                {name for change, path in changes if (name := library_of(change, path))}
+            )
+            if not touched:
+                continue
             reindex(touched)
+        if read_with is not None:
+            changes_of.read_with = read_with()

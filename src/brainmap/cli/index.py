@@ -91,6 +91,6 @@ def watch(libraries: tuple[str, ...]) -> None:
         )
 
     try:
-        watch_libraries(brain.cfg, names, reindex)
+        watch_libraries(brain.cfg, names, reindex, read_with=lambda: ops.read_with(brain, names))
     except KeyboardInterrupt:
         click.echo("stopped")

@@ -231,6 +231,18 @@ def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None)
     return report
 
 
+def read_with(brain: Brain, libraries: list[str]) -> dict[str, set[str]]:
+    """Library -> the files (relative paths) its compose files were read with that the scan
+    may not read (those their ``extends`` name, their include's env files): what ``brainmap
+    watch`` watches besides the library's own files."""
+    ids = brain.store.entries.library_ids(libraries)
+    return {
+        name: {str(read[0]) for reads in brain.store.facts.compose_reads(library_id).values()
+               for read in reads}
+        for name, library_id in ids.items()
+    }  # fmt: skip
+
+
 # --- sync -----------------------------------------------------------------------------------
 
 
