@@ -1995,6 +1995,37 @@ services:
     brain.close()
 
 
+def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_path: Path) -> None:
+    """``COMPOSE_FILE`` in a project's ``.env`` names the files ``docker compose up`` reads:
+    the variants it names are the answer's view, the override file it does not name is
+    told aside; without it, the override file's view."""
+    lib = tmp_path / "lab"
+    for project, env, url in (
+        ("stage", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n", 8443),
+        ("plain", "COMPOSE_FILE=./compose.yaml\n", None),
+        ("usual", "", 8888),
+    ):
+        write(lib / project / "compose.yaml", "services:\n  web: {image: nginx}\n")
+        write(lib / project / "compose.override.yaml", "services:\n  web: {ports: ['8888:80']}\n")
+        write(lib / project / "compose.prod.yaml", "services:\n  web: {ports: ['8443:443']}\n")
+        if env:
+            write(lib / project / ".env", env)
+        if url:
+            write(lib / project / "README.md", f"# {project}\n\nOpen http://localhost:{url}.\n")
+    brain, ask = _asking(home, lib)
+    assert ask("which port does the web service of stage publish").answer == (
+        "8443 (stage/compose.override.yaml, not read with -f, says 8888)"
+    )
+    assert ask("which port does the web service of usual publish").answer == (
+        "8888 (usual/compose.prod.yaml, applied with -f, says 8443)"
+    )
+    assert ask("which port does the web service of plain publish").answer == (
+        "service web of plain publishes no port (plain/compose.prod.yaml, applied with -f, "
+        "says 8443; plain/compose.override.yaml, not read with -f, says 8888)"
+    )
+    brain.close()
+
+
 def test_ask_names_written_as_the_library_writes_them(home: Path, tmp_path: Path) -> None:
     """Second attack's findings: a container word names a service too; the missing name is
     shown as the library writes it (not its stem), several words long too, and not when a

@@ -41,6 +41,7 @@ OVERRIDE_NAMES = (
 REPLACING_TAGS = ("!override", "!reset")
 _REPLACEABLE = ("ports", "expose", "volumes")  # the lists a layer may replace so
 _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
+_COMPOSE_NAME = re.compile(r"^(?:docker-)?compose(?:\..+)?\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -143,6 +144,24 @@ def _named(root: Node | None, env: Mapping[str, str]) -> str | None:
     return project_name(interpolate(name.text, env))
 
 
+def reads_up(env: Mapping[str, str]) -> list[str] | None:
+    """The layers (:func:`layer_of`) ``docker compose up`` reads beside the base file when
+    ``COMPOSE_FILE`` names the files it reads (and only then: no override file unless named);
+    None when it does not, or names files of other folders, which are not followed."""
+    listed = env.get("COMPOSE_FILE", "").strip()
+    if not listed:
+        return None
+    separator = env.get("COMPOSE_PATH_SEPARATOR") or ":"
+    layers: set[str] = set()
+    for item in (part.strip() for part in listed.split(separator) if part.strip()):
+        name = item.removeprefix("./")
+        if "/" in name or "\\" in name or not _COMPOSE_NAME.match(name):
+            return None
+        if (layer := layer_of(name)) is not None:
+            layers.add(layer)
+    return sorted(layers)
+
+
 def layer_of(filename: str) -> str | None:
     """The layer a compose file adds to its folder's base file (None for the base file):
     ``override`` for ``compose.override.yaml``, which docker compose reads by itself beside
@@ -178,7 +197,8 @@ def collect(
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
-    its ``part_of``'s ``network``. The observations of a service that ``docker compose up``
+    its ``part_of``'s ``network``. A base file whose ``.env`` sets ``COMPOSE_FILE`` says in
+    its ``part_of``s which layers ``docker compose up`` reads beside it (``up``). The observations of a service that ``docker compose up``
     does not start (its ``profiles``, none of them in ``COMPOSE_PROFILES``) name them
     (``profiles``)."""
     root = parse(text, first_line)
@@ -192,6 +212,8 @@ def collect(
         project = _named(root, env) or project
     # the profiles docker compose up starts (a service of none starts always)
     active = {p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",") if p.strip()}
+    # the layers docker compose up reads beside the base file, when the .env says
+    up = reads_up(env) if layer is None and not included else None
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -206,6 +228,8 @@ def collect(
             props["unread"] = unread
         if network := _elsewhere(chain):
             props["network"] = network
+        if up is not None:
+            props["up"] = up
         start = len(out)
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)

@@ -635,19 +635,24 @@ def _compose_view(
     (``!override``: it is no other view's answer either). ``docker compose up`` reads the
     base file and the override file; a variant the question names ("... in prod":
     compose.prod.yaml) is read with ``-f``, beside the base file and without the override
-    file."""
+    file; ``COMPOSE_FILE`` in the project's ``.env`` names the files ``docker compose up``
+    reads instead."""
     from brainmap.collectors.compose import layer_of
 
     # (library, project) -> its compose variants: of its facts' views and evidence files
     variants: dict[tuple[str, str], set[str]] = defaultdict(set)
+    up: dict[tuple[str, str], set[str]] = {}  # what docker compose up reads (COMPOSE_FILE)
     for f in facts:
-        held = variants[(f.library, _project_of(f.subject))]
+        key = (f.library, _project_of(f.subject))
+        held = variants[key]
         held.update(f.props.get("layers", ()))
         for cited in f.props.get("evidence", ()):
             if cited.get("method") == "compose" and not (
                 cited.get("included") or cited.get("extended")
             ):
                 held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
+                if "up" in cited:
+                    up[key] = set(cited["up"])
     named = {
         key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}
         for key, layers in variants.items()
@@ -655,8 +660,10 @@ def _compose_view(
 
     def view(f: FactRow) -> set[str]:
         """The views asked about in the fact's project: a variant it has that the question
-        names, else ``docker compose up``'s."""
-        return named.get((f.library, _project_of(f.subject))) or {OVERRIDE_LAYER}
+        names, else ``docker compose up``'s (the override file's, unless ``COMPOSE_FILE``
+        names others)."""
+        key = (f.library, _project_of(f.subject))
+        return named.get(key) or up.get(key, {OVERRIDE_LAYER})
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")

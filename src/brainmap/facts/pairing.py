@@ -453,6 +453,8 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
     for key in ("unread", "network"):  # why its ports are not (all) in its compose file
         if obs.props.get(key):
             out[key] = obs.props[key]
+    if "up" in obs.props:  # what docker compose up reads beside its base file (COMPOSE_FILE)
+        out["up"] = obs.props["up"]
     return out
 
 
