@@ -230,7 +230,7 @@ def _read(
     names: set[Name],
     aliases: frozenset[Name],
     literal: frozenset[Name],
-    goes_by: dict[str, frozenset[Name]],
+    goes_by: dict[str, set[Name]],
 ) -> _Question:
     """Find the names a question spells out, longest first, each token in one name only:
     "flask-redis" uses up both of its words, so a question about flask-redis does not also
@@ -397,13 +397,15 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         n for n, text in written.items() if len(n) > 1 and text.casefold() in asked_as
     )
     subjects = {f.subject for f in facts}
-    goes_by = {  # the names a service goes by, and a project
-        "service": frozenset(_names(s)[0][-1] for s in subjects if s.startswith("service:"))
-        .union(*aliases.values()),
-        "project": frozenset(n for s in subjects for n, kind in zip(_names(s)[0],
-                             _kinds_of(s, len(_names(s)[0])), strict=True) if kind == "project")
-        .union(*folders.values()),
+    # kind -> the names things of that kind go by
+    goes_by: dict[str, set[Name]] = {
+        "service": set().union(*aliases.values()), "project": set().union(*folders.values())
     }  # fmt: skip
+    for subject in subjects:
+        names = _names(subject)[0]
+        for name, kind in zip(names, _kinds_of(subject, len(names)), strict=True):
+            if kind:
+                goes_by[kind].add(name)
     q = _read(question, known, frozenset().union(*aliases.values()), literal, goes_by)
     asks = _asks(q.free)
     # what is left once the predicate words are out names things partly ("nextcloud"); a
