@@ -37,7 +37,7 @@ METHOD_KIND = {
 # changes, the indexer reads every config file again, and no markdown (the text analysis has
 # its own, analysis.ANALYZER_VERSION). 1: compose's extends of another file, the variables of
 # an included file as docker compose merges them, network_mode, image digests; 2: compose
-# profiles.
+# profiles, COMPOSE_FILE.
 CONFIG_COLLECTORS = 2
 
 PART_OF = "part_of"  # service -> project

@@ -198,9 +198,9 @@ def collect(
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
     its ``part_of``'s ``network``. A base file whose ``.env`` sets ``COMPOSE_FILE`` says in
-    its ``part_of``s which layers ``docker compose up`` reads beside it (``up``). The observations of a service that ``docker compose up``
-    does not start (its ``profiles``, none of them in ``COMPOSE_PROFILES``) name them
-    (``profiles``)."""
+    its ``part_of``s which layers ``docker compose up`` reads beside it (``up``). The
+    observations of a service that ``docker compose up`` does not start (its ``profiles``,
+    none of them in ``COMPOSE_PROFILES``) name them (``profiles``)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:

@@ -55,7 +55,7 @@ from brainmap.store import EdgeRecord, NodeRecord, ObservationRecord, Store
 # at its next reindex or collect, though its observations did not change.
 PAIRING_RULES = 6  # 3: compose layers (override, variants) and random host ports; 4: what
 # the override file or a variant replaces of the base file (lists, single values) per view;
-# 5: a compose file another includes is read with it; 6: compose profiles
+# 5: a compose file another includes is read with it; 6: compose profiles, COMPOSE_FILE
 # Predicates with one value per subject: two different values are a conflict.
 SINGLE_VALUED = {IMAGE, CONTAINER_NAME, HOSTNAME, USER, PORT}
 _PORT_PREDICATES = (PUBLISHES, LISTENS_ON)
