@@ -1914,45 +1914,64 @@ services:
 
 def test_services_started_only_with_a_profile(home: Path, tmp_path: Path) -> None:
     """A service with ``profiles`` is not started by ``docker compose up``: its facts and the
-    answer say which profile starts it (its own, or those of a service it extends); a profile
-    ``COMPOSE_PROFILES`` enables in ``.env`` (or ``*``) starts with the rest."""
+    answer say which profile starts it. Its profiles add up across the files docker compose
+    up reads (its own, those of a service it extends, the override file's); a profile the
+    project's ``.env`` starts (``COMPOSE_PROFILES``, ``*``; not an included folder's) starts
+    it. A ``.env`` value is read as docker compose reads it (a `` #`` starts a comment)."""
     lib = tmp_path / "lab"
     write(lib / "tools" / "compose.yaml", """\
 services:
-  app: {image: example/app, ports: ["8080:80"]}
+  app: {image: example/app, ports: ["${APP_PORT}:80"]}
   adminer: {image: adminer, ports: ["8081:8080"], profiles: [debug]}
   base: {image: example/base, profiles: [debug]}
   mailhog: {extends: base, image: mailhog/mailhog, ports: ["8025:8025"], profiles: [mail]}
+  secret: {image: example/s, ports: ["8026:80"], profiles: ["${API_TOKEN}"]}
 """)  # fmt: skip
+    write(lib / "tools" / "compose.override.yaml", "services:\n  app: {profiles: [frontend]}\n")
+    write(lib / "tools" / ".env", "APP_PORT=8080 # the app\nAPI_TOKEN=hunter2\n")
     write(lib / "tools" / "README.md", "# tools\n\nOpen http://localhost:8081 for adminer.\n")
     write(lib / "lab2" / "compose.yaml", """\
+include: [db/compose.yaml]
 services:
-  web: {image: nginx, ports: ["9080:80"]}
   docs: {image: example/docs, ports: ["9081:80"], profiles: [docs]}
+  web: {image: nginx, ports: ["9080:80"], profiles: [debug]}
+  adminer: {image: adminer, ports: ["9082:8080"]}
 """)  # fmt: skip
-    write(lib / "lab2" / ".env", "COMPOSE_PROFILES=docs,extra\n")
+    write(lib / "lab2" / "compose.override.yaml", "services:\n  web: {profiles: [tools]}\n")
+    write(lib / "lab2" / ".env", "COMPOSE_PROFILES=docs,tools  # all but debug\n")
+    write(lib / "lab2" / "db" / "compose.yaml",
+          "services:\n  pgadmin: {image: dpage/pgadmin4, ports: ['5050:80'], profiles: [admin]}\n")  # fmt: skip
+    write(lib / "lab2" / "db" / ".env", "COMPOSE_PROFILES=admin\n")
     brain, ask = _asking(home, lib)
+
+    def started_with(question: str) -> dict[str, list[str]]:
+        return {f"{f.subject} {f.object}": f.profiles for f in ask(question).facts
+                if f.predicate == "publishes"}  # fmt: skip
+
     adminer = ask("which port does the adminer service of tools publish")
     assert adminer.answer == "8081 (only with --profile debug)"
-    assert [f.profiles for f in adminer.facts] == [["debug"]]
     assert adminer.facts[0].views == "with --profile debug"
-    mailhog = ask("which port does mailhog of tools publish").facts
-    assert [(f.object, f.views) for f in mailhog] == [
-        ("port:8025", "with --profile debug or --profile mail")
-    ]
-    app = ask("which port does the app service of tools publish").facts
-    assert [(f.object, f.profiles, f.views) for f in app] == [("port:8080", [], None)]
-    docs = ask("which port does the docs service of lab2 publish").facts
-    assert [(f.object, f.profiles) for f in docs] == [("port:9081", [])]
-    # the project's answer says which of its services a profile starts
-    whole = ask("which ports does tools publish").answer or ""
-    assert "adminer only with --profile debug" in whole
-    assert "mailhog only with --profile debug or --profile mail" in whole
-    assert "app only" not in whole
+    assert started_with("which ports does tools publish") == {
+        "service:tools/adminer port:8081": ["debug"],
+        "service:tools/app port:8080": ["frontend"],  # the override file's profile
+        "service:tools/mailhog port:8025": ["debug", "mail"],  # with the one it extends
+        "service:tools/secret port:8026": [],  # a secret fills in no profile
+    }
+    assert "only with --profile  " not in (ask("which ports does tools publish").answer or "")
+    assert started_with("which ports does lab2 publish") == {
+        "service:lab2/docs port:9081": [],  # COMPOSE_PROFILES starts it
+        "service:lab2/web port:9080": [],  # a profile the override file adds starts it
+        "service:lab2/pgadmin port:5050": ["admin"],  # not the included folder's .env
+        "service:lab2/adminer port:9082": [],
+    }
+    # several projects: the note says whose
+    answer = ask("which port does the adminer service publish").answer or ""
+    assert "service adminer of tools only with --profile debug" in answer, answer
+    assert "lab2 only" not in answer
     # enabled everywhere: a fresh read of the file, no profile left to say
     write(lib / "tools" / ".env", "COMPOSE_PROFILES=*\n")
     _collect(brain)
-    assert ask("which port does the adminer service of tools publish").facts[0].profiles == []
+    assert not any(started_with("which ports does tools publish").values())
     brain.close()
 
 
@@ -1996,32 +2015,54 @@ services:
 
 
 def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_path: Path) -> None:
-    """``COMPOSE_FILE`` in a project's ``.env`` names the files ``docker compose up`` reads:
-    the variants it names are the answer's view, the override file it does not name is
-    told aside; without it, the override file's view."""
+    """``COMPOSE_FILE`` in a project's ``.env`` names the files ``docker compose up`` reads,
+    in order: the answer is what they say, a later file's ``!override`` replacing what the
+    files before it say, and the override file it does not name is told aside; one naming a
+    file the folder does not have, or another folder's, is not followed (the override
+    file's view, as without it)."""
     lib = tmp_path / "lab"
-    for project, env, url in (
-        ("stage", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n", 8443),
-        ("plain", "COMPOSE_FILE=./compose.yaml\n", None),
-        ("usual", "", 8888),
+    for n, (project, env) in enumerate(
+        (
+            ("stage", "COMPOSE_FILE=compose.yaml:compose.prod.yaml  # prod\n"),
+            ("plain", "COMPOSE_FILE=./compose.yaml\n"),
+            ("middle", "COMPOSE_FILE=compose.yaml:compose.override.yaml:compose.prod.yaml\n"),
+            ("last", "COMPOSE_FILE=compose.yaml:compose.prod.yaml:compose.override.yaml\n"),
+            ("usual", ""),
+            ("semi", "COMPOSE_FILE=compose.yaml;compose.prod.yaml\n"),
+            ("gone", "COMPOSE_FILE=compose.yaml:compose.staging.yaml\n"),
+            ("semi-ok", "COMPOSE_FILE=compose.yaml;compose.prod.yaml\nCOMPOSE_PATH_SEPARATOR=;\n"),
+        )
     ):
-        write(lib / project / "compose.yaml", "services:\n  web: {image: nginx}\n")
-        write(lib / project / "compose.override.yaml", "services:\n  web: {ports: ['8888:80']}\n")
-        write(lib / project / "compose.prod.yaml", "services:\n  web: {ports: ['8443:443']}\n")
+        port = 2000 + 10 * n
+        write(lib / project / "compose.yaml", f"services:\n  web: {{ports: ['{port}:80']}}\n")
+        write(lib / project / "compose.override.yaml",
+              f"services:\n  web: {{ports: !override ['{port + 8}:80']}}\n")  # fmt: skip
+        write(lib / project / "compose.prod.yaml", f"services:\n  web: {{ports: !override "
+              f"['{port + 7}:443']}}\n  worker: {{profiles: [batch], ports: ['{port + 5}:5']}}\n")  # fmt: skip
         if env:
             write(lib / project / ".env", env)
-        if url:
-            write(lib / project / "README.md", f"# {project}\n\nOpen http://localhost:{url}.\n")
+        urls = "\n".join(f"http://localhost:{port + d}/" for d in (0, 5, 7, 8))
+        write(lib / project / "README.md", f"# {project}\n\n{urls}\n")
+    write(lib / "pick" / "compose.yaml", "services:\n  web: {ports: ['2100:80']}\n")
+    write(lib / "pick" / "docker-compose.yml", "services:\n  web: {ports: ['2101:80']}\n")
+    write(lib / "pick" / ".env", "COMPOSE_FILE=docker-compose.yml\n")
+    write(lib / "pick" / "README.md", "# pick\n\nhttp://localhost:2100/ http://localhost:2101/\n")
     brain, ask = _asking(home, lib)
-    assert ask("which port does the web service of stage publish").answer == (
-        "8443 (stage/compose.override.yaml, not read with -f, says 8888)"
-    )
-    assert ask("which port does the web service of usual publish").answer == (
-        "8888 (usual/compose.prod.yaml, applied with -f, says 8443)"
-    )
-    assert ask("which port does the web service of plain publish").answer == (
-        "service web of plain publishes no port (plain/compose.prod.yaml, applied with -f, "
-        "says 8443; plain/compose.override.yaml, not read with -f, says 8888)"
+
+    def answer(project: str) -> str:
+        return ask(f"which port does the web service of {project} publish").answer or "?"
+
+    expected = {"stage": "2007", "plain": "2010", "middle": "2027", "last": "2038",
+                "usual": "2048", "semi": "2058", "gone": "2068", "semi-ok": "2077",
+                "pick": "2101"}  # fmt: skip
+    assert {p: answer(p).partition(" (")[0] for p in expected} == expected
+    assert "stage/compose.override.yaml, not read with -f, says 2008" in answer("stage")
+    # a profile a file COMPOSE_FILE names adds
+    worker = ask("which port does the worker service of stage publish")
+    assert (worker.answer or "").startswith("2005 (only with --profile batch; ")
+    assert (
+        worker.facts[0].views == "in docker compose up (COMPOSE_FILE), the prod variant (-f)"
+        " with --profile batch"
     )
     brain.close()
 

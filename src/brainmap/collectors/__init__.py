@@ -47,6 +47,8 @@ PUBLISHES = "publishes"  # service -> host port [port]; props: container, protoc
 RANDOM_HOST_PORT = "random"
 # the layer of a compose file that docker compose reads by itself beside the base file
 OVERRIDE_LAYER = "override"
+# the view of the files a project's COMPOSE_FILE names (no layer: a file's name has no "/")
+LISTED_VIEW = "/compose_file"
 EXPOSES = "exposes"  # service -> container port reachable only inside its networks [port]
 LISTENS_ON = "listens_on"  # host or service -> port it accepts connections on [port]
 SERVES = "serves"  # project -> a host port its docs tell you to open [port]

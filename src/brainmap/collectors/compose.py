@@ -44,6 +44,7 @@ _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
 _COMPOSE_NAME = re.compile(r"^(?:docker-)?compose(?:\..+)?\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
+_ENV_COMMENT = re.compile(r"\s+#")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 # Reads the file an ``extends`` names: (the file that names it, None for the one collected;
@@ -59,8 +60,10 @@ def read_env(text: str) -> dict[str, str]:
         m = _ENV_LINE.match(line)
         if m and not line.lstrip().startswith("#"):
             value = m.group(2)
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
+            if value and value[0] in "'\"" and (end := value.find(value[0], 1)) > 0:
+                value = value[1:end]  # what follows the closing quote is a comment
+            else:  # as docker compose reads it: a comment begins at a space and a #
+                value = _ENV_COMMENT.split(value, maxsplit=1)[0]
             out[m.group(1)] = value
     return out
 
@@ -145,21 +148,20 @@ def _named(root: Node | None, env: Mapping[str, str]) -> str | None:
 
 
 def reads_up(env: Mapping[str, str]) -> list[str] | None:
-    """The layers (:func:`layer_of`) ``docker compose up`` reads beside the base file when
-    ``COMPOSE_FILE`` names the files it reads (and only then: no override file unless named);
-    None when it does not, or names files of other folders, which are not followed."""
+    """The compose files ``docker compose up`` reads, in order, when ``COMPOSE_FILE`` names
+    them (split by ``COMPOSE_PATH_SEPARATOR``); None when it does not, or names a file of
+    another folder or one that is no compose file (not followed)."""
     listed = env.get("COMPOSE_FILE", "").strip()
     if not listed:
         return None
     separator = env.get("COMPOSE_PATH_SEPARATOR") or ":"
-    layers: set[str] = set()
+    names: list[str] = []
     for item in (part.strip() for part in listed.split(separator) if part.strip()):
         name = item.removeprefix("./")
         if "/" in name or "\\" in name or not _COMPOSE_NAME.match(name):
             return None
-        if (layer := layer_of(name)) is not None:
-            layers.add(layer)
-    return sorted(layers)
+        names.append(name)
+    return list(dict.fromkeys(names))
 
 
 def layer_of(filename: str) -> str | None:
@@ -198,9 +200,9 @@ def collect(
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
     its ``part_of``'s ``network``. A base file whose ``.env`` sets ``COMPOSE_FILE`` says in
-    its ``part_of``s which layers ``docker compose up`` reads beside it (``up``). The
-    observations of a service that ``docker compose up`` does not start (its ``profiles``,
-    none of them in ``COMPOSE_PROFILES``) name them (``profiles``)."""
+    its ``part_of``s which files ``docker compose up`` reads (``up``), and which
+    profiles it starts (``started``: ``COMPOSE_PROFILES``); the ``part_of`` of a service
+    with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:
@@ -210,10 +212,11 @@ def collect(
     env = public(env or {})
     if not included:
         project = _named(root, env) or project
-    # the profiles docker compose up starts (a service of none starts always)
-    active = {p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",") if p.strip()}
-    # the layers docker compose up reads beside the base file, when the .env says
-    up = reads_up(env) if layer is None and not included else None
+    base = layer is None and not included
+    # the files docker compose up reads, when the .env says
+    up = reads_up(env) if base else None
+    # the profiles docker compose up starts: the project's own .env says, not an include's
+    started = sorted({p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",")} - {""})
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -230,12 +233,12 @@ def collect(
             props["network"] = network
         if up is not None:
             props["up"] = up
-        start = len(out)
+        if profiles := _profiles(chain, env):
+            props["profiles"] = profiles
+        if base and started:
+            props["started"] = started
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)
-        if profiles := _profiles(chain, env, active):
-            for obs in out[start:]:
-                obs.props["profiles"] = profiles
     marks = {"layer": layer} if layer else {"included": True} if included else {}
     for obs in out:
         obs.props.update(marks)
@@ -314,13 +317,10 @@ def _elsewhere(chain: list[_Link]) -> str | None:
     return None
 
 
-def _profiles(chain: list[_Link], env: Mapping[str, str], active: set[str]) -> list[str]:
-    """The profiles a service starts with, when ``docker compose up`` does not start it
-    (none of them is in ``COMPOSE_PROFILES``, which ``*`` fills with every profile)."""
-    named = {p for item, _ in _merged(chain, "profiles") for p in _texts(item, env)}
-    if not named or "*" in active or named & active:
-        return []
-    return sorted(named)
+def _profiles(chain: list[_Link], env: Mapping[str, str]) -> list[str]:
+    """The profiles a service declares (its own and those of the services it extends)."""
+    named = {p.strip() for item, _ in _merged(chain, "profiles") for p in _texts(item, env)}
+    return sorted(named - {""})  # a variable that fills in nothing names no profile
 
 
 def _merged(chain: list[_Link], key: str) -> list[tuple[Node, str | None]]:

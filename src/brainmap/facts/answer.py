@@ -16,6 +16,7 @@ from brainmap.collectors import (
     HOSTNAME,
     IDENTITY_FILE,
     IMAGE,
+    LISTED_VIEW,
     LISTENS_ON,
     OVERRIDE_LAYER,
     PART_OF,
@@ -643,7 +644,7 @@ def _compose_view(
 
     # (library, project) -> its compose variants: of its facts' views and evidence files
     variants: dict[tuple[str, str], set[str]] = defaultdict(set)
-    up: dict[tuple[str, str], set[str]] = {}  # what docker compose up reads (COMPOSE_FILE)
+    listing: set[tuple[str, str]] = set()  # where COMPOSE_FILE names what compose up reads
     for f in facts:
         key = (f.library, _project_of(f.subject))
         held = variants[key]
@@ -654,7 +655,7 @@ def _compose_view(
             ):
                 held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
                 if "up" in cited:
-                    up[key] = set(cited["up"])
+                    listing.add(key)
     named = {
         key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}
         for key, layers in variants.items()
@@ -665,7 +666,7 @@ def _compose_view(
         names, else ``docker compose up``'s (the override file's, unless ``COMPOSE_FILE``
         names others)."""
         key = (f.library, _project_of(f.subject))
-        return named.get(key) or up.get(key, {OVERRIDE_LAYER})
+        return named.get(key) or {LISTED_VIEW if key in listing else OVERRIDE_LAYER}
 
     def in_view(f: FactRow) -> bool:
         layers = f.props.get("layers")

@@ -30,6 +30,7 @@ from brainmap.collectors import (
     EXPOSES,
     HOSTNAME,
     IMAGE,
+    LISTED_VIEW,
     LISTENS_ON,
     NARRATIVE,
     OVERRIDE_LAYER,
@@ -99,6 +100,7 @@ def _time(obs: ObservationRecord) -> str:
 def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[EdgeRecord]]:
     """The assertions (nodes and facts-root edges) that a library's observations support."""
     observations = _canonical_subjects(_as_docker_reads(observations))
+    gated = _gated(observations)
     claims: dict[Claim, _State] = defaultdict(_State)
     endpoints: list[ObservationRecord] = []  # "open localhost:8000" and listening sockets
     for obs in observations:
@@ -134,7 +136,10 @@ def pair(observations: list[ObservationRecord]) -> tuple[list[NodeRecord], list[
             confidence, partial = PARTIAL, "port"
         else:
             confidence = HYPOTHESIS
-        edges.append(_edge(subject, predicate, obj, detail, state, confidence, partial))
+        edge = _edge(subject, predicate, obj, detail, state, confidence, partial)
+        if subject in gated and RUNTIME not in kinds:  # seen running: it was started
+            edge.props["profiles"] = gated[subject]
+        edges.append(edge)
         for key in (subject, obj):
             node = NodeKey.parse(key)
             nodes.setdefault(key, NodeRecord(key, node.kind, node.name))
@@ -147,20 +152,29 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
     override files likewise, each marked by the views it holds in. ``docker compose up`` reads
     the base file and the override file (the view named by :data:`OVERRIDE_LAYER`); a variant
     (``compose.prod.yaml``: prod) is read with ``-f``, beside the base file and without the
-    override file. The lists of the files read together add up, but where one tags a
-    service's ``ports`` or ``expose`` ``!override`` or ``!reset`` the base file's list is not
-    in that view, nor a single value (an image, a container name) the other file sets too:
-    a base file's observation then says in ``views`` the views it still holds in (none: it
-    is dropped) and in ``replaced_in`` where it was replaced. An observation of
-    the override file or a variant says its ``layer``; the others hold in every view, those
-    of a file another one includes too (read with it, whatever its name)."""
+    override file. Where the folder's ``.env`` sets ``COMPOSE_FILE`` (the base file's
+    ``part_of``'s ``up``), ``docker compose up`` reads the files it names, in that order
+    (:data:`LISTED_VIEW`), when they are the folder's compose files, one of them a base file
+    (else it is not followed, and ``up`` is dropped). The lists of the files read together
+    add up, but where one tags a service's ``ports`` or ``expose`` ``!override`` or
+    ``!reset`` the lists of the files before it are not in that view, nor a single value (an
+    image, a container name) a later file sets too: an observation then says in ``views``
+    the views it still holds in (none: it is dropped) and in ``replaced_in`` where it was
+    replaced. An observation of the override file or a variant says its ``layer``; the others
+    hold in every view, those of a file another one includes too (read with it, whatever its
+    name)."""
     present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
+    named: dict[str, list[str]] = {}  # folder -> the files its COMPOSE_FILE names
     for obs in observations:
         if obs.method == "compose" and not obs.props.get("included"):  # read with its includer
             folder, _, name = obs.path.rpartition("/")
             present[folder].add(name)
+            if obs.predicate == PART_OF and "up" in obs.props:
+                named[folder] = list(obs.props["up"])
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
     views: dict[str, set[str]] = {}  # folder -> the views of its files
+    # folder -> the layers COMPOSE_FILE names, in order, where it is followed
+    listed: dict[str, list[str]] = {}
     for folder, names in present.items():
         read[folder] = {
             next((n for n in options if n in names), "")
@@ -168,8 +182,15 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         }
         layers = {compose.layer_of(n) for n in names} - {None, OVERRIDE_LAYER}
         views[folder] = {OVERRIDE_LAYER} | {str(layer) for layer in layers}
-    # (folder, service, list or single-valued predicate) -> the views whose file replaces
-    # what the base file says of it
+        files = named.get(folder, [])
+        bases = [n for n in files if compose.layer_of(n) is None]
+        if files and set(files) <= names and len(bases) == 1:
+            listed[folder] = [str(compose.layer_of(n)) for n in files if n not in bases]
+            views[folder].add(LISTED_VIEW)
+            # of two base files, the one it names is read
+            read[folder] = {bases[0]} | {n for n in read[folder] if compose.layer_of(n)}
+    # (folder, service, list or single-valued predicate) -> the layers whose file replaces
+    # what the files before it say of it
     replacing: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for obs in observations:
         layer = obs.props.get("layer")
@@ -178,44 +199,95 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         folder, _, name = obs.path.rpartition("/")
         if layer == OVERRIDE_LAYER and name not in read[folder]:
             continue
-        if obs.predicate == PART_OF:
-            for what in obs.props.get("replaces", ()):
-                replacing[(folder, obs.subject, what)].add(str(layer))
-        elif obs.predicate in SINGLE_VALUED:  # an image, a container name: one per service
-            replacing[(folder, obs.subject, obs.predicate)].add(str(layer))
-        elif obs.predicate == VOLUME:  # one mount per path in the container
-            replacing[(folder, obs.subject, _mount(obs))].add(str(layer))
+        for what in _replaced_by(obs):
+            replacing[(folder, obs.subject, what)].add(str(layer))
+
+    def replaced_in(folder: str, subject: str, what: list[str], layer: str | None) -> set[str]:
+        """The views in which what a file says of ``what`` is replaced by a later file."""
+        by = set().union(*(replacing.get((folder, subject, w), set()) for w in what))
+        out = by if layer is None else set()  # the base file: by any layer, in its view
+        order = listed.get(folder)
+        if order is not None and (layer is None or layer in order):
+            later = order if layer is None else order[order.index(layer) + 1 :]
+            if by & set(later):
+                out.add(LISTED_VIEW)
+        return out
 
     def as_read(obs: ObservationRecord) -> ObservationRecord | None:
         if obs.method != "compose" or obs.props.get("included"):
             return obs  # an included file's services are in every view of its includer
         folder, _, name = obs.path.rpartition("/")
         layer = obs.props.get("layer")
-        if layer not in (None, OVERRIDE_LAYER):
-            return obs  # a variant
-        if name not in read[folder]:
+        if layer in (None, OVERRIDE_LAYER) and name not in read[folder]:
             return None  # a second base or override file docker does not read
-        if layer is not None or not replacing:
+        if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
+            obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
+        if layer is None:
+            holds = views[folder]
+        else:  # its own view, and the listed files' when COMPOSE_FILE names it
+            holds = {str(layer)} | ({LISTED_VIEW} if layer in listed.get(folder, ()) else set())
+        replaced = replaced_in(folder, obs.subject, _replaceable(obs), layer)
+        if not replaced and (layer is None or holds == {layer}):
             return obs
-        if obs.predicate == PUBLISHES or _random_mapping(obs):
-            replaced = replacing.get((folder, obs.subject, "ports"))
-        elif obs.predicate == EXPOSES:
-            replaced = replacing.get((folder, obs.subject, "expose"))
-        elif obs.predicate == VOLUME:  # one mount a path; a list !override replaces all
-            replaced = replacing.get((folder, obs.subject, _mount(obs)), set()) | replacing.get(
-                (folder, obs.subject, "volumes"), set()
-            )
-        else:
-            replaced = replacing.get((folder, obs.subject, obs.predicate))
-        if not replaced:
-            return obs
-        holds = views[folder] - replaced
-        if not holds:
+        if not holds - replaced:
             return None
-        props = {**obs.props, "views": sorted(holds), "replaced_in": sorted(replaced)}
+        props = {**obs.props, "views": sorted(holds - replaced), "replaced_in": sorted(replaced)}
         return replace(obs, props=props)
 
     return [kept for obs in observations if (kept := as_read(obs)) is not None]
+
+
+def _replaced_by(obs: ObservationRecord) -> list[str]:
+    """What a layer's observation replaces of the files before it: the lists its service
+    tags ``!override`` (its ``part_of``'s ``replaces``), a single value, a mount's path."""
+    if obs.predicate == PART_OF:
+        return list(obs.props.get("replaces", ()))
+    if obs.predicate in SINGLE_VALUED:  # an image, a container name: one per service
+        return [obs.predicate]
+    if obs.predicate == VOLUME:  # one mount per path in the container
+        return [_mount(obs)]
+    return []
+
+
+def _replaceable(obs: ObservationRecord) -> list[str]:
+    """What of an observation a later file may replace: its list (ports, expose; volumes
+    also by its mount's path) or its single value."""
+    if obs.predicate == PUBLISHES or _random_mapping(obs):
+        return ["ports"]
+    if obs.predicate == EXPOSES:
+        return ["expose"]
+    if obs.predicate == VOLUME:  # one mount a path; a list !override replaces all
+        return [_mount(obs), "volumes"]
+    return [obs.predicate]
+
+
+def _gated(observations: list[ObservationRecord]) -> dict[str, list[str]]:
+    """Service -> the profiles that start it, for the services ``docker compose up`` does not
+    start: those whose files it reads (the base file, the override file or those
+    ``COMPOSE_FILE`` names, what they include) give profiles, none of which its project's
+    ``.env`` starts (``COMPOSE_PROFILES``, ``*`` for all). Profiles add up across those
+    files, as compose merges them."""
+    declared: dict[str, set[str]] = defaultdict(set)
+    project_of: dict[str, str] = {}
+    started: dict[str, set[str]] = defaultdict(set)
+    parts = [o for o in observations if o.method == "compose" and o.predicate == PART_OF]
+    listing = {o.path.rpartition("/")[0] for o in parts if "up" in o.props}
+    for obs in parts:
+        layer = obs.props.get("layer")
+        if obs.path.rpartition("/")[0] in listing:
+            up = layer is None or LISTED_VIEW in obs.props.get("views", ())
+        else:
+            up = layer in (None, OVERRIDE_LAYER)
+        if not up:
+            continue  # a variant, read only with -f
+        project_of[obs.subject] = obs.object
+        declared[obs.subject].update(map(str, obs.props.get("profiles", ())))
+        started[obs.object].update(map(str, obs.props.get("started", ())))
+    return {
+        service: sorted(named)
+        for service, named in declared.items()
+        if named and not ({"*"} | named) & started[project_of[service]]
+    }
 
 
 def _mount(obs: ObservationRecord) -> str:
@@ -512,10 +584,6 @@ def _edge(
         replaced = {v for o in support for v in o.props.get("replaced_in", ())}
         if replaced:
             props["replaced_in"] = sorted(replaced)
-    # declared only for services docker compose up does not start (profiles), not seen running
-    profiles = [o.props.get("profiles") for o in support if o.method == "compose"]
-    if profiles and all(profiles) and RUNTIME not in {o.kind for o in support}:
-        props["profiles"] = sorted({str(p) for named in profiles for p in named or ()})
     if state.slots:
         props["conflict"] = sorted(set(state.slots))
     if state.against:
@@ -537,7 +605,7 @@ def _variant_only(support: list[ObservationRecord]) -> bool:
     return (
         bool(held)
         and len(views) == len(held)
-        and OVERRIDE_LAYER not in set().union(*views)
+        and not {OVERRIDE_LAYER, LISTED_VIEW} & set().union(*views)
         and all(o.kind != RUNTIME for o in support)
     )
 

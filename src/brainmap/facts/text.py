@@ -9,6 +9,7 @@ from brainmap.collectors import (
     HOSTNAME,
     IDENTITY_FILE,
     IMAGE,
+    LISTED_VIEW,
     LISTENS_ON,
     OVERRIDE_LAYER,
     PART_OF,
@@ -64,6 +65,7 @@ def views(layers: Sequence[str], profiles: Sequence[str] = ()) -> str | None:
     debug``; None when it holds wherever docker compose up runs."""
     where = ", ".join(
         "docker compose up (the override file)" if layer == OVERRIDE_LAYER
+        else "docker compose up (COMPOSE_FILE)" if layer == LISTED_VIEW
         else f"the {layer} variant (-f)"
         for layer in layers
     )  # fmt: skip

@@ -456,11 +456,14 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     host = _ordered({label(f.object) for f in lead if f.predicate == PUBLISHES and f.container})
     if inside and host:
         notes.insert(0, "in the container; published on the host as " + ", ".join(host))
-    # a service docker compose up does not start: what it takes to start it
-    started = {(f.subject, tuple(f.profiles)) for f in lead if f.profiles}
-    several = len({f.subject for f in lead}) > 1
-    notes += [f"{label(s).rpartition('/')[2] + ' ' if several else ''}only {views([], named)}"
-              for s, named in sorted(started)]  # fmt: skip
+    # a service docker compose up does not start: what it takes to start it (whose, when
+    # several answer: of which project, when several)
+    answering = {f.subject for f in lead}
+    several = len({_project_label(s) for s in answering}) > 1
+    for subject, named in sorted({(f.subject, tuple(f.profiles)) for f in lead if f.profiles}):
+        service = label(subject).rpartition("/")[2]
+        who = "" if len(answering) == 1 else describe_key(subject) if several else service
+        notes.append(f"{who} only {views([], named)}".lstrip())
     by_project: dict[str, set[str]] = defaultdict(set)  # whose is which, when several answer
     for f in lead:
         by_project[_project_label(f.subject)].add(_value(f, inside))
