@@ -2064,6 +2064,9 @@ def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_pat
         worker.facts[0].views == "in docker compose up (COMPOSE_FILE), the prod variant (-f)"
         " with --profile batch"
     )
+    # more facts than the limit: how many more
+    every = ask("which port does the web service publish")
+    assert len(every.facts) == 5 and every.more_facts >= 4
     brain.close()
 
 

@@ -143,6 +143,10 @@ def _print_answer(result: Any) -> None:
         print_evidence(fact.evidence, fact.against, "    ", library=True)
         if fact.resolved_by:
             click.echo(f"    conflict resolved by {fact.resolved_by}")
+    if result.more_facts:
+        click.echo(
+            f"... and {result.more_facts} more (--limit {len(result.facts) + result.more_facts})"
+        )
     if result.info:
         click.echo(click.style("info (not confirmed):", bold=True))
         for hit in result.info:

@@ -347,6 +347,7 @@ class AskResult:
     written: str | None = None
     claims: list[WrittenClaim] = field(default_factory=list)
     reasoner: Spent | None = None  # what the written answer cost, or why it was skipped
+    more_facts: int = 0  # facts that answer too, beyond ``limit``
 
 
 @op("ask", AskInput, AskResult, methods=("GET", "POST"))
@@ -358,7 +359,7 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
     With a reasoner ([reasoner] answer), also a short written answer: claims that each cite
     that evidence by number; the answer above stays the authoritative one."""
     facts: list[Fact] = []
-    summary, confirmed = None, False
+    summary, confirmed, more = None, False, 0
     if inp.root in (None, "facts"):
         ids = None
         if inp.library:
@@ -367,6 +368,7 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
             ids = list(read_library_ids(brain.cfg, brain.store, inp.library).values())
         said = reply(inp.question, brain.store.facts.assertions(ids))
         facts = [fact_of(r) for r in said.facts[: inp.limit]]
+        more = len(said.facts) - len(facts)
         summary, confirmed = _summary(said)
     info: list[InfoSnippet] = []
     if inp.root in (None, "info"):
@@ -385,7 +387,7 @@ def ask(brain: Brain, inp: AskInput) -> AskResult:
             for h in found.hits
         ]
     web = _web(brain, inp, answered=summary is not None)
-    result = AskResult(inp.question, summary, facts, info, web, confirmed)
+    result = AskResult(inp.question, summary, facts, info, web, confirmed, more_facts=more)
     evidence = _evidence_lines(facts, info)
     if evidence:  # nothing to cite: nothing to write, no call
         claims, result.reasoner = attempt(
