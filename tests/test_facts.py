@@ -1844,6 +1844,32 @@ def test_config_files_read_by_older_collectors_are_read_again(
     brain.close()
 
 
+def test_an_override_file_replaces_what_an_included_file_says(home: Path, tmp_path: Path) -> None:
+    """The override file (or a file COMPOSE_FILE names after the base file) replaces what a
+    file the base file includes says, as docker compose merges them: its ``!override`` list
+    and its single values win, and no conflict is left between them."""
+    lib = tmp_path / "lab"
+    for project, env in (("lima", ""), ("mike", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n")):
+        write(lib / project / "compose.yaml",
+              "include: [db/compose.yaml]\nservices:\n  web: {ports: ['8080:80']}\n")  # fmt: skip
+        write(lib / project / "db" / "compose.yaml",
+              "services:\n  db: {image: 'postgres:15', ports: ['5432:5432']}\n")  # fmt: skip
+        layer = "override" if not env else "prod"
+        write(lib / project / f"compose.{layer}.yaml",
+              "services:\n  db: {image: 'postgres:16', ports: !override ['15432:5432']}\n")  # fmt: skip
+        write(lib / project / "README.md", f"# {project}\n\nhttp://localhost:15432/\n")
+        if env:
+            write(lib / project / ".env", env)
+    brain, ask = _asking(home, lib)
+    for project in ("lima", "mike"):
+        port = ask(f"which port does the db service of {project} publish")
+        assert port.answer == "15432", (project, port.answer)
+        assert not [f for f in port.facts if f.confidence == "contradicted" or f.against]
+        image = ask(f"which image does the db service of {project} use")
+        assert [f.object for f in image.facts] == ["image:postgres:16"], project
+    brain.close()
+
+
 def test_an_included_file_is_filled_in_as_docker_compose_does(home: Path, tmp_path: Path) -> None:
     """A file a base file includes is filled in by the including file's variables, over
     those of its include's env files (its folder's ``.env`` unless the include names
@@ -2043,6 +2069,26 @@ def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_pat
             write(lib / project / ".env", env)
         urls = "\n".join(f"http://localhost:{port + d}/" for d in (0, 5, 7, 8))
         write(lib / project / "README.md", f"# {project}\n\n{urls}\n")
+    # a listed variant without services; only a variant (no base file); a variable of the .env
+    # above; the base file after the override file
+    write(lib / "kappa" / "compose.yaml", "services:\n  web: {ports: ['2200:80']}\n")
+    write(lib / "kappa" / "compose.override.yaml", "services:\n  web: {ports: ['2208:80']}\n")
+    write(lib / "kappa" / "compose.prod.yaml", "volumes:\n  data: {external: true}\n")
+    write(lib / "kappa" / ".env", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n")
+    write(lib / "echo" / "compose.yaml", "services:\n  web: {ports: ['2300:80']}\n")
+    write(lib / "echo" / "compose.prod.yaml", "services:\n  web: {ports: ['2307:80']}\n")
+    write(lib / "echo" / ".env", "COMPOSE_FILE=compose.prod.yaml\n")
+    write(lib / "alpha" / "compose.yaml", "services:\n  web: {ports: ['2400:80']}\n")
+    write(lib / "alpha" / "compose.prod.yaml", "services:\n  web: {ports: !override ['2407:80']}\n")
+    write(lib / "alpha" / ".env", "ENV=prod\nCOMPOSE_FILE=compose.yaml:compose.${ENV}.yaml\n")
+    write(lib / "golf" / "compose.yaml", "services:\n  web: {ports: ['2500:80']}\n")
+    write(lib / "golf" / "compose.override.yaml",
+          "services:\n  web: {ports: !override ['2508:80']}\n")  # fmt: skip
+    write(lib / "golf" / ".env", "COMPOSE_FILE=compose.override.yaml:compose.yaml\n")
+    for project, ports in (("kappa", "2200"), ("echo", "2307"), ("alpha", "2407"),
+                           ("golf", "2500 2508")):  # fmt: skip
+        urls = " ".join(f"http://localhost:{port}/" for port in ports.split())
+        write(lib / project / "README.md", f"# {project}\n\n{urls}\n")
     write(lib / "pick" / "compose.yaml", "services:\n  web: {ports: ['2100:80']}\n")
     write(lib / "pick" / "docker-compose.yml", "services:\n  web: {ports: ['2101:80']}\n")
     write(lib / "pick" / ".env", "COMPOSE_FILE=docker-compose.yml\n")
@@ -2054,7 +2100,8 @@ def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_pat
 
     expected = {"stage": "2007", "plain": "2010", "middle": "2027", "last": "2038",
                 "usual": "2048", "semi": "2058", "gone": "2068", "semi-ok": "2077",
-                "pick": "2101"}  # fmt: skip
+                "pick": "2101", "kappa": "2200", "echo": "2307", "alpha": "2407",
+                "golf": "2500, 2508"}  # fmt: skip
     assert {p: answer(p).partition(" (")[0] for p in expected} == expected
     assert "stage/compose.override.yaml, not read with -f, says 2008" in answer("stage")
     # a profile a file COMPOSE_FILE names adds

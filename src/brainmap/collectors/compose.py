@@ -54,17 +54,20 @@ Load = Callable[[str | None, str], tuple[str, Mapping[str, Node]] | None]
 
 
 def read_env(text: str) -> dict[str, str]:
-    """A ``.env`` file's variables, for interpolating ports and names only (never stored)."""
+    """A ``.env`` file's variables, for interpolating ports and names only (never stored),
+    read as docker compose reads them: a comment begins at a space and a ``#`` after an
+    unquoted value, and the variables above fill in an unquoted or double-quoted one."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         m = _ENV_LINE.match(line)
         if m and not line.lstrip().startswith("#"):
             value = m.group(2)
-            if value and value[0] in "'\"" and (end := value.find(value[0], 1)) > 0:
+            quote = value[0] if value and value[0] in "'\"" else ""
+            if quote and (end := value.find(quote, 1)) > 0:
                 value = value[1:end]  # what follows the closing quote is a comment
-            else:  # as docker compose reads it: a comment begins at a space and a #
-                value = _ENV_COMMENT.split(value, maxsplit=1)[0]
-            out[m.group(1)] = value
+            else:
+                quote, value = "", _ENV_COMMENT.split(value, maxsplit=1)[0]
+            out[m.group(1)] = value if quote == "'" else interpolate(value, out)
     return out
 
 
@@ -183,6 +186,7 @@ def collect(
     layer: str | None = None,
     included: bool = False,
     load: Load | None = None,
+    up: list[str] | None = None,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
     where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``
@@ -199,8 +203,8 @@ def collect(
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
-    its ``part_of``'s ``network``. A base file whose ``.env`` sets ``COMPOSE_FILE`` says in
-    its ``part_of``s which files ``docker compose up`` reads (``up``), and which
+    its ``part_of``'s ``network``. A base file says in its ``part_of``s which files ``docker
+    compose up`` reads (``up``: those its ``.env``'s ``COMPOSE_FILE`` names), and which
     profiles it starts (``started``: ``COMPOSE_PROFILES``); the ``part_of`` of a service
     with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
     root = parse(text, first_line)
@@ -213,8 +217,6 @@ def collect(
     if not included:
         project = _named(root, env) or project
     base = layer is None and not included
-    # the files docker compose up reads, when the .env says
-    up = reads_up(env) if base else None
     # the profiles docker compose up starts: the project's own .env says, not an include's
     started = sorted({p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",")} - {""})
     out: list[Observation] = []

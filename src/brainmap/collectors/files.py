@@ -207,11 +207,12 @@ def config_observations(
         env = included.env if included else _dotenv(path.parent / ".env", root, rel)
         layer = None if included else compose.layer_of(path.name)
         extended = ExtendedFiles(root, rel, env)
+        up, listed = _compose_file(root, rel, env) if layer is None and not included else (None, [])
         said = compose.collect(
-            text, project, env, layer=layer, included=included is not None, load=extended
+            text, project, env, layer=layer, included=included is not None, load=extended, up=up
         )
         # what to read this file again after (reads_changed), on its first part_of
-        reads = extended.reads() + (included.reads if included else [])
+        reads = extended.reads() + (included.reads if included else []) + listed
         first = next((obs for obs in said if obs.predicate == PART_OF), None)
         if reads and first is not None:
             first.props["reads"] = reads
@@ -221,6 +222,21 @@ def config_observations(
     if source == "yaml":
         return yamlconf.collect(text, project, path.name.rsplit(".", 1)[0])
     raise ValueError(f"unknown config source {source!r}")
+
+
+def _compose_file(
+    root: Path | None, rel: str, env: Mapping[str, str]
+) -> tuple[list[str] | None, list[list[Any]]]:
+    """The files ``COMPOSE_FILE`` names for ``docker compose up`` (:func:`compose.reads_up`)
+    when every one is in the base file ``rel``'s folder (else None: not followed), and what
+    they were like (to read ``rel`` again when one of them comes or goes)."""
+    names = compose.reads_up(env)
+    if names is None or root is None:
+        return None, []
+    folder = rel.rpartition("/")[0]
+    found = [(posixpath.join(folder, n), _stat_at(root, posixpath.join(folder, n))) for n in names]
+    reads = [[path, *(stat or (None, None))] for path, stat in found]
+    return (names if all(stat for _, stat in found) else None), reads
 
 
 class ExtendedFiles:

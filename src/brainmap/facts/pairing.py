@@ -86,10 +86,10 @@ def _detail(obs: ObservationRecord) -> str:
 
 def _source(obs: ObservationRecord) -> str:
     """Who states an observation, for conflicts: a file, except that the compose files of one
-    folder are one declaration (an override file adds to its base file, it does not
-    contradict it)."""
-    if obs.method == "compose":
-        return f"compose:{obs.path.rpartition('/')[0]}"
+    project are one declaration (an override file adds to its base file, or replaces what a
+    file it includes says: it does not contradict them)."""
+    if obs.method == "compose":  # and of the files they include: their project's
+        return f"compose:{_project(obs.subject)}"
     return f"{obs.method}:{obs.path}"
 
 
@@ -154,26 +154,29 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
     (``compose.prod.yaml``: prod) is read with ``-f``, beside the base file and without the
     override file. Where the folder's ``.env`` sets ``COMPOSE_FILE`` (the base file's
     ``part_of``'s ``up``), ``docker compose up`` reads the files it names, in that order
-    (:data:`LISTED_VIEW`), when they are the folder's compose files, one of them a base file
-    (else it is not followed, and ``up`` is dropped). The lists of the files read together
-    add up, but where one tags a service's ``ports`` or ``expose`` ``!override`` or
-    ``!reset`` the lists of the files before it are not in that view, nor a single value (an
-    image, a container name) a later file sets too: an observation then says in ``views``
-    the views it still holds in (none: it is dropped) and in ``replaced_in`` where it was
-    replaced. An observation of the override file or a variant says its ``layer``; the others
-    hold in every view, those of a file another one includes too (read with it, whatever its
-    name)."""
+    (:data:`LISTED_VIEW`; of two base files, the one it names; naming two, it is not
+    followed, and ``up`` is dropped). The lists of the files read together add up, but where
+    one tags a service's ``ports`` or ``expose`` ``!override`` or ``!reset`` the lists of the
+    files before it are not in that view, nor a single value (an image, a container name) a
+    later file sets too: an observation then says in ``views`` the views it still holds in
+    (none: it is dropped) and in ``replaced_in`` where it was replaced. An observation of the
+    override file or a variant says its ``layer``; the others hold in every view, those of a
+    file another one includes too (read with it, whatever its name, and replaced by the
+    files read after it as its includer is)."""
     present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
     named: dict[str, list[str]] = {}  # folder -> the files its COMPOSE_FILE names
+    base_folder: dict[str, str] = {}  # project -> the folder of its base file
     for obs in observations:
         if obs.method == "compose" and not obs.props.get("included"):  # read with its includer
             folder, _, name = obs.path.rpartition("/")
             present[folder].add(name)
             if obs.predicate == PART_OF and "up" in obs.props:
                 named[folder] = list(obs.props["up"])
+            if obs.predicate == PART_OF and obs.props.get("layer") is None:
+                base_folder[_project(obs.subject)] = folder
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
     views: dict[str, set[str]] = {}  # folder -> the views of its files
-    # folder -> the layers COMPOSE_FILE names, in order, where it is followed
+    # folder -> the layers COMPOSE_FILE names, in order ("": the base file), where followed
     listed: dict[str, list[str]] = {}
     for folder, names in present.items():
         read[folder] = {
@@ -184,14 +187,16 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         views[folder] = {OVERRIDE_LAYER} | {str(layer) for layer in layers}
         files = named.get(folder, [])
         bases = [n for n in files if compose.layer_of(n) is None]
-        if files and set(files) <= names and len(bases) == 1:
-            listed[folder] = [str(compose.layer_of(n)) for n in files if n not in bases]
+        if files and len(bases) <= 1:
+            listed[folder] = [compose.layer_of(n) or "" for n in files]
             views[folder].add(LISTED_VIEW)
-            # of two base files, the one it names is read
-            read[folder] = {bases[0]} | {n for n in read[folder] if compose.layer_of(n)}
-    # (folder, service, list or single-valued predicate) -> the layers whose file replaces
-    # what the files before it say of it
-    replacing: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+            if bases:  # of two base files, the one it names is read
+                read[folder] = {bases[0]} | {n for n in read[folder] if compose.layer_of(n)}
+            if not any(compose.layer_of(n) == OVERRIDE_LAYER for n in read[folder]):
+                views[folder].discard(OVERRIDE_LAYER)  # no such view to tell apart
+    # (service, list or single-valued predicate) -> the layers whose file replaces what the
+    # files before it say of it
+    replacing: dict[tuple[str, str], set[str]] = defaultdict(set)
     for obs in observations:
         layer = obs.props.get("layer")
         if obs.method != "compose" or layer is None:
@@ -200,34 +205,39 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         if layer == OVERRIDE_LAYER and name not in read[folder]:
             continue
         for what in _replaced_by(obs):
-            replacing[(folder, obs.subject, what)].add(str(layer))
+            replacing[(obs.subject, what)].add(str(layer))
 
-    def replaced_in(folder: str, subject: str, what: list[str], layer: str | None) -> set[str]:
-        """The views in which what a file says of ``what`` is replaced by a later file."""
-        by = set().union(*(replacing.get((folder, subject, w), set()) for w in what))
-        out = by if layer is None else set()  # the base file: by any layer, in its view
-        order = listed.get(folder)
-        if order is not None and (layer is None or layer in order):
-            later = order if layer is None else order[order.index(layer) + 1 :]
-            if by & set(later):
-                out.add(LISTED_VIEW)
+    def replaced_in(obs: ObservationRecord, folder: str, layer: str | None) -> set[str]:
+        """The views in which what a file says is replaced by a file read after it."""
+        by = set().union(*(replacing.get((obs.subject, w), set()) for w in _replaceable(obs)))
+        out = by if layer is None else set()  # the base file's: by each layer, in its view
+        order = listed.get(folder, [])
+        if (layer or "") in order and by & set(order[order.index(layer or "") + 1 :]):
+            out.add(LISTED_VIEW)
         return out
 
     def as_read(obs: ObservationRecord) -> ObservationRecord | None:
-        if obs.method != "compose" or obs.props.get("included"):
-            return obs  # an included file's services are in every view of its includer
-        folder, _, name = obs.path.rpartition("/")
+        if obs.method != "compose":
+            return obs
         layer = obs.props.get("layer")
-        if layer in (None, OVERRIDE_LAYER) and name not in read[folder]:
-            return None  # a second base or override file docker does not read
-        if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
-            obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
-        if layer is None:
-            holds = views[folder]
+        if obs.props.get("included"):  # read with its includer's base file, in its views
+            folder = base_folder.get(_project(obs.subject), "")
+            if folder not in views:
+                return obs
+        else:
+            folder, _, name = obs.path.rpartition("/")
+            if layer in (None, OVERRIDE_LAYER) and name not in read[folder]:
+                return None  # a second base or override file docker does not read
+            if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
+                obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
+        if layer is None:  # in every view, but the listed files' when they leave it out
+            every = views[folder]
+            holds = every - ({LISTED_VIEW} if "" not in listed.get(folder, [""]) else set())
         else:  # its own view, and the listed files' when COMPOSE_FILE names it
-            holds = {str(layer)} | ({LISTED_VIEW} if layer in listed.get(folder, ()) else set())
-        replaced = replaced_in(folder, obs.subject, _replaceable(obs), layer)
-        if not replaced and (layer is None or holds == {layer}):
+            every = {str(layer)}
+            holds = every | ({LISTED_VIEW} if layer in listed.get(folder, ()) else set())
+        replaced = replaced_in(obs, folder, layer)
+        if not replaced and holds == every:
             return obs
         if not holds - replaced:
             return None
@@ -235,6 +245,11 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         return replace(obs, props=props)
 
     return [kept for obs in observations if (kept := as_read(obs)) is not None]
+
+
+def _project(subject: str) -> str:
+    """The project of a service's key (the key itself for another subject)."""
+    return split_service(subject)[0] if subject.startswith("service:") else subject
 
 
 def _replaced_by(obs: ObservationRecord) -> list[str]:
