@@ -1847,7 +1847,8 @@ def test_config_files_read_by_older_collectors_are_read_again(
 def test_an_override_file_replaces_what_an_included_file_says(home: Path, tmp_path: Path) -> None:
     """The override file (or a file COMPOSE_FILE names after the base file) replaces what a
     file the base file includes says, as docker compose merges them: its ``!override`` list
-    and its single values win, and no conflict is left between them."""
+    and its single values win, and no conflict is left between them. A base file of includes
+    only reads its ``.env`` all the same (``COMPOSE_FILE``, ``COMPOSE_PROFILES``)."""
     lib = tmp_path / "lab"
     for project, env in (("lima", ""), ("mike", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n")):
         write(lib / project / "compose.yaml",
@@ -1860,7 +1861,20 @@ def test_an_override_file_replaces_what_an_included_file_says(home: Path, tmp_pa
         write(lib / project / "README.md", f"# {project}\n\nhttp://localhost:15432/\n")
         if env:
             write(lib / project / ".env", env)
+    # a base file of includes only: its .env still says what docker compose up reads and starts
+    write(lib / "hub" / "compose.yaml", "include: [app/compose.yaml, tools/compose.yaml]\n")
+    write(lib / "hub" / "app" / "compose.yaml", "services:\n  web: {ports: ['8180:80']}\n")
+    write(lib / "hub" / "tools" / "compose.yaml", "services:\n  adminer: {ports: ['8181:8080'], "
+          "profiles: [tools]}\n  debug: {ports: ['8182:80'], profiles: [debug]}\n")  # fmt: skip
+    write(lib / "hub" / "compose.extra.yaml", "services:\n  mailhog: {ports: ['8125:8025']}\n")
+    write(lib / "hub" / ".env",
+          "COMPOSE_PROFILES=tools\nCOMPOSE_FILE=compose.yaml:compose.extra.yaml\n")  # fmt: skip
+    write(lib / "hub" / "README.md",
+          "# hub\n\n" + " ".join(f"http://localhost:{p}/" for p in (8180, 8181, 8182, 8125)))  # fmt: skip
     brain, ask = _asking(home, lib)
+    assert ask("which ports does the hub project publish").answer == (
+        "8125, 8180, 8181, 8182 (debug only with --profile debug)"
+    )
     for project in ("lima", "mike"):
         port = ask(f"which port does the db service of {project} publish")
         assert port.answer == "15432", (project, port.answer)

@@ -187,6 +187,8 @@ def collect(
     included: bool = False,
     load: Load | None = None,
     up: list[str] | None = None,
+    started: list[str] | None = None,
+    base: str | None = None,
 ) -> list[Observation]:
     """Observations of one compose file (or of a snippet of one, with ``method`` and the line
     where the snippet starts). ``project`` is the folder's name, unless the file sets ``name``
@@ -203,9 +205,10 @@ def collect(
     whose chain could not be read whole (a file unread, a service missing, a loop) says why
     in its ``part_of``'s ``unread``: what it publishes is then not known (or not all). One
     on another's network or the host's (``network_mode``) says how it is reached instead, in
-    its ``part_of``'s ``network``. A base file says in its ``part_of``s which files ``docker
-    compose up`` reads (``up``: those its ``.env``'s ``COMPOSE_FILE`` names), and which
-    profiles it starts (``started``: ``COMPOSE_PROFILES``); the ``part_of`` of a service
+    its ``part_of``'s ``network``. The ``part_of``s of a base file and of those it includes
+    say what its caller found ``docker compose up`` reads (``up``: the files its ``.env``'s
+    ``COMPOSE_FILE`` names) and starts (``started``: ``COMPOSE_PROFILES``), and of an
+    included file, the folder of the base file (``base``); the ``part_of`` of a service
     with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
@@ -216,9 +219,6 @@ def collect(
     env = public(env or {})
     if not included:
         project = _named(root, env) or project
-    base = layer is None and not included
-    # the profiles docker compose up starts: the project's own .env says, not an include's
-    started = sorted({p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",")} - {""})
     out: list[Observation] = []
     for svc_name, svc in services.mapping.items():
         subject = service_key(project, svc_name)
@@ -237,8 +237,10 @@ def collect(
             props["up"] = up
         if profiles := _profiles(chain, env):
             props["profiles"] = profiles
-        if base and started:
+        if started:
             props["started"] = started
+        if base is not None:
+            props["base"] = base
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)
     marks = {"layer": layer} if layer else {"included": True} if included else {}

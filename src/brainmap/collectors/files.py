@@ -98,14 +98,15 @@ class ProjectFinder:
         if base is not None:
             outer = self.include_env(base.rel)
             if outer is None:  # a base file no other includes: its own .env fills it in
-                outer = IncludeEnv(_dotenv(self.root / base.rel, self.root, base.rel), [])
+                env = _dotenv(self.root / base.rel, self.root, base.rel)
+                outer = IncludeEnv(env, [], base.rel, env)
             own: dict[str, str] = {}
             seen = list(outer.reads)
             for env_rel in base.includes[rel]:
                 stat_now, text = _read_at(self.root, env_rel, MAX_ENV_BYTES)
                 own.update(compose.read_env(text or ""))
                 seen.append([env_rel, *(stat_now or (None, None))])
-            found = IncludeEnv({**own, **outer.env}, seen)
+            found = IncludeEnv({**own, **outer.env}, seen, outer.base, outer.base_env)
         self._envs[rel] = found
         return found
 
@@ -160,6 +161,8 @@ class IncludeEnv(NamedTuple):
 
     env: dict[str, str]
     reads: list[list[Any]]  # [path, mtime ns, size] of each env file ([path, None, None]: none)
+    base: str  # the base file no other includes, through which it is included
+    base_env: dict[str, str]  # that file's .env: what docker compose up reads and starts
 
 
 def _included(folder: str, entries: list[compose.Include]) -> dict[str, tuple[str, ...]]:
@@ -207,10 +210,15 @@ def config_observations(
         env = included.env if included else _dotenv(path.parent / ".env", root, rel)
         layer = None if included else compose.layer_of(path.name)
         extended = ExtendedFiles(root, rel, env)
-        up, listed = _compose_file(root, rel, env) if layer is None and not included else (None, [])
+        # what docker compose up reads and starts: the base file's .env says (that of the
+        # base file that includes this one)
+        base, base_env = (included.base, included.base_env) if included else (rel, env)
+        up, listed = _compose_file(root, base, base_env) if layer is None else (None, [])
         said = compose.collect(
-            text, project, env, layer=layer, included=included is not None, load=extended, up=up
-        )
+            text, project, env, layer=layer, included=included is not None, load=extended,
+            up=up, started=_started(base_env) if layer is None else [],
+            base=base.rpartition("/")[0] if included else None,
+        )  # fmt: skip
         # what to read this file again after (reads_changed), on its first part_of
         reads = extended.reads() + (included.reads if included else []) + listed
         first = next((obs for obs in said if obs.predicate == PART_OF), None)
@@ -222,6 +230,11 @@ def config_observations(
     if source == "yaml":
         return yamlconf.collect(text, project, path.name.rsplit(".", 1)[0])
     raise ValueError(f"unknown config source {source!r}")
+
+
+def _started(env: Mapping[str, str]) -> list[str]:
+    """The profiles ``docker compose up`` starts (``COMPOSE_PROFILES``)."""
+    return sorted({p.strip() for p in env.get("COMPOSE_PROFILES", "").split(",")} - {""})
 
 
 def _compose_file(

@@ -650,12 +650,12 @@ def _compose_view(
         held = variants[key]
         held.update(f.props.get("layers", ()))
         for cited in f.props.get("evidence", ()):
+            if "up" in cited:  # a base file's, or one it includes (the base file's .env's)
+                listing.add(key)
             if cited.get("method") == "compose" and not (
                 cited.get("included") or cited.get("extended")
             ):
                 held.add(layer_of(str(cited.get("path", "")).rpartition("/")[2]) or "")
-                if "up" in cited:
-                    listing.add(key)
     named = {
         key: {v for v in layers - {OVERRIDE_LAYER, ""} if _names_variant(v, free)}
         for key, layers in variants.items()

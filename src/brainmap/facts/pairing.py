@@ -167,13 +167,17 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
     named: dict[str, list[str]] = {}  # folder -> the files its COMPOSE_FILE names
     base_folder: dict[str, str] = {}  # project -> the folder of its base file
     for obs in observations:
-        if obs.method == "compose" and not obs.props.get("included"):  # read with its includer
-            folder, _, name = obs.path.rpartition("/")
+        if obs.method != "compose":
+            continue
+        folder, _, name = obs.path.rpartition("/")
+        if obs.props.get("included"):  # read with its includer: its base file's folder's
+            folder = str(obs.props.get("base", folder))
+        else:
             present[folder].add(name)
-            if obs.predicate == PART_OF and "up" in obs.props:
-                named[folder] = list(obs.props["up"])
-            if obs.predicate == PART_OF and obs.props.get("layer") is None:
-                base_folder[_project(obs.subject)] = folder
+        if obs.predicate == PART_OF and "up" in obs.props:
+            named[folder] = list(obs.props["up"])
+        if obs.predicate == PART_OF and obs.props.get("layer") is None:
+            base_folder.setdefault(_project(obs.subject), folder)
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
     views: dict[str, set[str]] = {}  # folder -> the views of its files
     # folder -> the layers COMPOSE_FILE names, in order ("": the base file), where followed
@@ -222,14 +226,14 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         layer = obs.props.get("layer")
         if obs.props.get("included"):  # read with its includer's base file, in its views
             folder = base_folder.get(_project(obs.subject), "")
-            if folder not in views:
-                return obs
         else:
             folder, _, name = obs.path.rpartition("/")
             if layer in (None, OVERRIDE_LAYER) and name not in read[folder]:
                 return None  # a second base or override file docker does not read
-            if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
-                obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
+        if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
+            obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
+        if folder not in views:  # an include-only base file, and nothing beside it
+            return obs
         if layer is None:  # in every view, but the listed files' when they leave it out
             every = views[folder]
             holds = every - ({LISTED_VIEW} if "" not in listed.get(folder, [""]) else set())
@@ -286,11 +290,14 @@ def _gated(observations: list[ObservationRecord]) -> dict[str, list[str]]:
     project_of: dict[str, str] = {}
     started: dict[str, set[str]] = defaultdict(set)
     parts = [o for o in observations if o.method == "compose" and o.predicate == PART_OF]
-    listing = {o.path.rpartition("/")[0] for o in parts if "up" in o.props}
+    listing = {o.props.get("base", o.path.rpartition("/")[0]) for o in parts if "up" in o.props}
     for obs in parts:
         layer = obs.props.get("layer")
-        if obs.path.rpartition("/")[0] in listing:
-            up = layer is None or LISTED_VIEW in obs.props.get("views", ())
+        if obs.props.get("included"):
+            up = True  # read with its base file in every view
+        elif obs.path.rpartition("/")[0] in listing:  # those its COMPOSE_FILE names
+            views = obs.props.get("views")
+            up = LISTED_VIEW in views if views is not None else layer is None
         else:
             up = layer in (None, OVERRIDE_LAYER)
         if not up:
