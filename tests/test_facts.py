@@ -1884,6 +1884,19 @@ def test_an_override_file_replaces_what_an_included_file_says(home: Path, tmp_pa
     brain.close()
 
 
+def test_two_folders_of_one_project_name_still_disagree(home: Path, tmp_path: Path) -> None:
+    """Two folders whose compose files give one project name are two declarations: what they
+    say differently is a conflict (a folder's own files, and those they include, are one)."""
+    lib = tmp_path / "lab"
+    write(lib / "a" / "compose.yaml", "name: shop\nservices:\n  web: {image: 'nginx:1.0'}\n")
+    write(lib / "b" / "compose.yaml", "name: shop\nservices:\n  web: {image: 'nginx:2.0'}\n")
+    brain, ask = _asking(home, lib)
+    images = ask("which image does the web service of shop use").facts
+    assert {f.object for f in images} == {"image:nginx:1.0", "image:nginx:2.0"}
+    assert all(f.against for f in images)
+    brain.close()
+
+
 def test_an_included_file_is_filled_in_as_docker_compose_does(home: Path, tmp_path: Path) -> None:
     """A file a base file includes is filled in by the including file's variables, over
     those of its include's env files (its folder's ``.env`` unless the include names
@@ -2090,8 +2103,9 @@ def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_pat
     write(lib / "kappa" / "compose.prod.yaml", "volumes:\n  data: {external: true}\n")
     write(lib / "kappa" / ".env", "COMPOSE_FILE=compose.yaml:compose.prod.yaml\n")
     write(lib / "echo" / "compose.yaml", "services:\n  web: {ports: ['2300:80']}\n")
-    write(lib / "echo" / "compose.prod.yaml", "services:\n  web: {ports: ['2307:80']}\n")
-    write(lib / "echo" / ".env", "COMPOSE_FILE=compose.prod.yaml\n")
+    write(lib / "echo" / "compose.prod.yaml", "services:\n  web: {ports: ['2307:80'], "
+          "profiles: [batch]}\n")  # fmt: skip
+    write(lib / "echo" / ".env", "COMPOSE_FILE=compose.prod.yaml\nCOMPOSE_PROFILES=batch\n")
     write(lib / "alpha" / "compose.yaml", "services:\n  web: {ports: ['2400:80']}\n")
     write(lib / "alpha" / "compose.prod.yaml", "services:\n  web: {ports: !override ['2407:80']}\n")
     write(lib / "alpha" / ".env", "ENV=prod\nCOMPOSE_FILE=compose.yaml:compose.${ENV}.yaml\n")
@@ -2117,6 +2131,8 @@ def test_compose_file_in_the_env_names_what_compose_up_reads(home: Path, tmp_pat
                 "pick": "2101", "kappa": "2200", "echo": "2307", "alpha": "2407",
                 "golf": "2500, 2508"}  # fmt: skip
     assert {p: answer(p).partition(" (")[0] for p in expected} == expected
+    # its .env starts the profile, whichever files it names
+    assert answer("echo") == "2307 (echo/compose.yaml, not in COMPOSE_FILE, says 2300)"
     assert "stage/compose.override.yaml, not read with -f, says 2008" in answer("stage")
     # a profile a file COMPOSE_FILE names adds
     worker = ask("which port does the worker service of stage publish")
@@ -2199,13 +2215,20 @@ services:
     extends: {file: "../shared/${DB_PASSWORD}.yaml", service: base}
 """)  # fmt: skip
     write(lib / "p1" / "sub" / "compose.yaml", "services:\n  job: {ports: ['9000:9000']}\n")
+    # nor a variable of the .env that a secret would fill in (a project's name, the files
+    # COMPOSE_FILE names, the profiles COMPOSE_PROFILES starts are kept)
+    write(lib / "p2" / ".env", "DB_PASSWORD=hunter2hunter2\nCOMPOSE_PROJECT_NAME=x${DB_PASSWORD}\n"
+          "COMPOSE_PROFILES=${DB_PASSWORD}\nCOMPOSE_FILE=compose.yaml:compose.${DB_PASSWORD}.yaml\n")  # fmt: skip
+    write(lib / "p2" / "compose.yaml", "services:\n  web: {ports: ['9100:80']}\n")
     brain = _brain(home, lib)
     _collect(brain)
     [library_id] = brain.store.entries.library_ids(["lab"]).values()
     kept = json.dumps(brain.store.facts.compose_reads(library_id))
-    kept += json.dumps([o.props for o in brain.store.facts.observations(library_id)])
+    observations = brain.store.facts.observations(library_id)
+    kept += json.dumps([(o.subject, o.object, o.props) for o in observations])
     assert "shared/.yaml" in kept and "sub/.env" in kept  # read, with the secret left out
     assert "hunter2" not in kept and "s3cr3t" not in kept
+    assert "service:x/web" in kept
     brain.close()
 
 

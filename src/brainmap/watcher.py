@@ -14,7 +14,8 @@ class ChangeFilter:
     """Which library (if any) a file-system change concerns: a file the library indexes, a
     folder (its files may have been created before the watcher saw the folder), or a deleted
     path without a suffix (a folder gone with its files), or a file one of its files was read
-    with (:attr:`read_with`: a file a compose file's ``extends`` names, whatever its name).
+    with (:attr:`read_with`: a file a compose file's ``extends`` names, its include's env
+    file, a file its ``.env``'s ``COMPOSE_FILE`` names, whatever its name).
     Temp files and excluded folders never count, nor do other files (editor swap files,
     ``.txt``)."""
 

@@ -182,6 +182,12 @@ def split_service(key: str) -> tuple[str, str]:
     return project, service
 
 
+def service_project(key: str) -> str:
+    """The project a service's key names (``samples/app`` of ``service:samples/app/web``);
+    any other key is its own."""
+    return split_service(key)[0] if key.startswith("service:") else key
+
+
 def port_key(port: int | str) -> str:
     return f"port:{port}"
 

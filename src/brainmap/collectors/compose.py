@@ -41,7 +41,6 @@ OVERRIDE_NAMES = (
 REPLACING_TAGS = ("!override", "!reset")
 _REPLACEABLE = ("ports", "expose", "volumes")  # the lists a layer may replace so
 _LAYER_NAME = re.compile(r"^(?:docker-)?compose\.(.+)\.ya?ml$")
-_COMPOSE_NAME = re.compile(r"^(?:docker-)?compose(?:\..+)?\.ya?ml$")
 MAX_RANGE = 256  # a published range wider than this is kept as one "port:a-b" claim
 _VAR = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_]\w*))")
 _ENV_COMMENT = re.compile(r"\s+#")
@@ -67,7 +66,8 @@ def read_env(text: str) -> dict[str, str]:
                 value = value[1:end]  # what follows the closing quote is a comment
             else:
                 quote, value = "", _ENV_COMMENT.split(value, maxsplit=1)[0]
-            out[m.group(1)] = value if quote == "'" else interpolate(value, out)
+            # no secret fills in another (a project's name, the files read, are kept)
+            out[m.group(1)] = value if quote == "'" else interpolate(value, public(out))
     return out
 
 
@@ -161,10 +161,10 @@ def reads_up(env: Mapping[str, str]) -> list[str] | None:
     names: list[str] = []
     for item in (part.strip() for part in listed.split(separator) if part.strip()):
         name = item.removeprefix("./")
-        if "/" in name or "\\" in name or not _COMPOSE_NAME.match(name):
+        if "/" in name or "\\" in name or not (name in BASE_NAMES or layer_of(name)):
             return None
         names.append(name)
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(names)) or None
 
 
 def layer_of(filename: str) -> str | None:
@@ -207,8 +207,8 @@ def collect(
     on another's network or the host's (``network_mode``) says how it is reached instead, in
     its ``part_of``'s ``network``. The ``part_of``s of a base file and of those it includes
     say what its caller found ``docker compose up`` reads (``up``: the files its ``.env``'s
-    ``COMPOSE_FILE`` names) and starts (``started``: ``COMPOSE_PROFILES``), and of an
-    included file, the folder of the base file (``base``); the ``part_of`` of a service
+    ``COMPOSE_FILE`` names) and starts (``started``: ``COMPOSE_PROFILES``); the observations
+    of an included file name the folder of the base file (``base``); the ``part_of`` of a service
     with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
@@ -239,11 +239,11 @@ def collect(
             props["profiles"] = profiles
         if started:
             props["started"] = started
-        if base is not None:
-            props["base"] = base
         out.append(Observation(subject, PART_OF, f"project:{project}", svc.line, method, props))
         _service(out, chain, subject, project, env, method)
-    marks = {"layer": layer} if layer else {"included": True} if included else {}
+    marks: dict[str, object] = {"layer": layer} if layer else {}
+    if included:  # read with the base file in the folder ``base``
+        marks = {"included": True} | ({"base": base} if base is not None else {})
     for obs in out:
         obs.props.update(marks)
     return only_safe(out)

@@ -248,7 +248,8 @@ def _compose_file(
         return None, []
     folder = rel.rpartition("/")[0]
     found = [(posixpath.join(folder, n), _stat_at(root, posixpath.join(folder, n))) for n in names]
-    reads = [[path, *(stat or (None, None))] for path, stat in found]
+    # the base file itself is read again when it changes anyway
+    reads = [[path, *(stat or (None, None))] for path, stat in found if path != rel]
     return (names if all(stat for _, stat in found) else None), reads
 
 

@@ -25,6 +25,7 @@ from brainmap.collectors import (
     RANDOM_HOST_PORT,
     SERVES,
     USER,
+    service_project,
     split_service,
 )
 from brainmap.facts.models import CONFIRMED, CONTRADICTED, HYPOTHESIS, PARTIAL
@@ -447,7 +448,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         names, above, whole = _names(key)
         kinds = _kinds_of(key, len(names))
         if key.startswith(("service:", "project:")):  # its project's folder names it too
-            extra = tuple(n for n in folders.get(_project_of(key).removeprefix("project:"), ())
+            extra = tuple(n for n in folders.get(service_project(key).removeprefix("project:"), ())
                           if n not in names)  # fmt: skip
             cut = len(names) - (key.startswith("service:"))
             names = names[:cut] + extra + names[cut:]
@@ -475,7 +476,7 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
         if strength < most:  # its object named counts only when its predicate is asked most:
-            theirs = (0,) * 6  # "the project's web service" asks web's port, not its project
+            theirs = (0, 0, 0, 0, 0, 0)  # "the project's web service": web's port, not project
         a, b, c, d, e = (m + t for m, t in zip(mine[:5], theirs[:5], strict=True))
         fact_score = (a, b, c, d, e, mine[5])
         if named_at_all(fact_score):
@@ -646,7 +647,7 @@ def _compose_view(
     variants: dict[tuple[str, str], set[str]] = defaultdict(set)
     listing: set[tuple[str, str]] = set()  # where COMPOSE_FILE names what compose up reads
     for f in facts:
-        key = (f.library, _project_of(f.subject))
+        key = (f.library, service_project(f.subject))
         held = variants[key]
         held.update(f.props.get("layers", ()))
         for cited in f.props.get("evidence", ()):
@@ -665,7 +666,7 @@ def _compose_view(
         """The views asked about in the fact's project: a variant it has that the question
         names, else ``docker compose up``'s (the override file's, unless ``COMPOSE_FILE``
         names others)."""
-        key = (f.library, _project_of(f.subject))
+        key = (f.library, service_project(f.subject))
         return named.get(key) or {LISTED_VIEW if key in listing else OVERRIDE_LAYER}
 
     def in_view(f: FactRow) -> bool:
@@ -676,11 +677,6 @@ def _compose_view(
         return not in_view(f) and bool(view(f).intersection(f.props.get("replaced_in", ())))
 
     return in_view, replaced
-
-
-def _project_of(subject: str) -> str:
-    """The compose project a service's fact belongs to (its own key for other subjects)."""
-    return split_service(subject)[0] if subject.startswith("service:") else subject
 
 
 def _names_variant(variant: str, free: set[str]) -> bool:

@@ -86,11 +86,17 @@ def _detail(obs: ObservationRecord) -> str:
 
 def _source(obs: ObservationRecord) -> str:
     """Who states an observation, for conflicts: a file, except that the compose files of one
-    project are one declaration (an override file adds to its base file, or replaces what a
-    file it includes says: it does not contradict them)."""
-    if obs.method == "compose":  # and of the files they include: their project's
-        return f"compose:{_project(obs.subject)}"
+    folder are one declaration, with the files they include (an override file adds to its
+    base file, or replaces what a file it includes says: it does not contradict them)."""
+    if obs.method == "compose":
+        return f"compose:{_read_in(obs)}"
     return f"{obs.method}:{obs.path}"
+
+
+def _read_in(obs: ObservationRecord) -> str:
+    """The folder whose files docker compose reads a compose observation with: its file's,
+    or that of the base file that includes it."""
+    return str(obs.props.get("base") or obs.path.rpartition("/")[0])
 
 
 def _time(obs: ObservationRecord) -> str:
@@ -165,19 +171,13 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
     files read after it as its includer is)."""
     present: dict[str, set[str]] = defaultdict(set)  # folder -> its compose files' names
     named: dict[str, list[str]] = {}  # folder -> the files its COMPOSE_FILE names
-    base_folder: dict[str, str] = {}  # project -> the folder of its base file
     for obs in observations:
         if obs.method != "compose":
             continue
-        folder, _, name = obs.path.rpartition("/")
-        if obs.props.get("included"):  # read with its includer: its base file's folder's
-            folder = str(obs.props.get("base", folder))
-        else:
-            present[folder].add(name)
+        if not obs.props.get("included"):  # read with its includer: in the includer's folder
+            present[_read_in(obs)].add(obs.path.rpartition("/")[2])
         if obs.predicate == PART_OF and "up" in obs.props:
-            named[folder] = list(obs.props["up"])
-        if obs.predicate == PART_OF and obs.props.get("layer") is None:
-            base_folder.setdefault(_project(obs.subject), folder)
+            named[_read_in(obs)] = list(obs.props["up"])
     read: dict[str, set[str]] = {}  # folder -> the base and override files docker reads
     views: dict[str, set[str]] = {}  # folder -> the views of its files
     # folder -> the layers COMPOSE_FILE names, in order ("": the base file), where followed
@@ -224,12 +224,13 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         if obs.method != "compose":
             return obs
         layer = obs.props.get("layer")
-        if obs.props.get("included"):  # read with its includer's base file, in its views
-            folder = base_folder.get(_project(obs.subject), "")
-        else:
-            folder, _, name = obs.path.rpartition("/")
-            if layer in (None, OVERRIDE_LAYER) and name not in read[folder]:
-                return None  # a second base or override file docker does not read
+        folder, name = _read_in(obs), obs.path.rpartition("/")[2]
+        if (
+            not obs.props.get("included")
+            and layer in (None, OVERRIDE_LAYER)
+            and name not in read[folder]
+        ):
+            return None  # a second base or override file docker does not read
         if obs.predicate == PART_OF and "up" in obs.props and folder not in listed:
             obs = replace(obs, props={k: v for k, v in obs.props.items() if k != "up"})
         if folder not in views:  # an include-only base file, and nothing beside it
@@ -249,11 +250,6 @@ def _as_docker_reads(observations: list[ObservationRecord]) -> list[ObservationR
         return replace(obs, props=props)
 
     return [kept for obs in observations if (kept := as_read(obs)) is not None]
-
-
-def _project(subject: str) -> str:
-    """The project of a service's key (the key itself for another subject)."""
-    return split_service(subject)[0] if subject.startswith("service:") else subject
 
 
 def _replaced_by(obs: ObservationRecord) -> list[str]:
@@ -290,12 +286,14 @@ def _gated(observations: list[ObservationRecord]) -> dict[str, list[str]]:
     project_of: dict[str, str] = {}
     started: dict[str, set[str]] = defaultdict(set)
     parts = [o for o in observations if o.method == "compose" and o.predicate == PART_OF]
-    listing = {o.props.get("base", o.path.rpartition("/")[0]) for o in parts if "up" in o.props}
+    listing = {_read_in(o) for o in parts if "up" in o.props}
     for obs in parts:
         layer = obs.props.get("layer")
+        # what starts is what the project's .env says, whichever files it names
+        started[obs.object].update(map(str, obs.props.get("started", ())))
         if obs.props.get("included"):
             up = True  # read with its base file in every view
-        elif obs.path.rpartition("/")[0] in listing:  # those its COMPOSE_FILE names
+        elif _read_in(obs) in listing:  # those its COMPOSE_FILE names
             views = obs.props.get("views")
             up = LISTED_VIEW in views if views is not None else layer is None
         else:
@@ -304,7 +302,6 @@ def _gated(observations: list[ObservationRecord]) -> dict[str, list[str]]:
             continue  # a variant, read only with -f
         project_of[obs.subject] = obs.object
         declared[obs.subject].update(map(str, obs.props.get("profiles", ())))
-        started[obs.object].update(map(str, obs.props.get("started", ())))
     return {
         service: sorted(named)
         for service, named in declared.items()

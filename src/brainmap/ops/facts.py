@@ -463,7 +463,7 @@ def _summary(said: Reply) -> tuple[str | None, bool]:
     answering = {f.subject for f in lead}
     several = len({_project_label(s) for s in answering}) > 1
     for subject, named in sorted({(f.subject, tuple(f.profiles)) for f in lead if f.profiles}):
-        service = label(subject).rpartition("/")[2]
+        service = split_service(subject)[1]
         who = "" if len(answering) == 1 else describe_key(subject) if several else service
         notes.append(f"{who} only {views([], named)}".lstrip())
     by_project: dict[str, set[str]] = defaultdict(set)  # whose is which, when several answer
@@ -514,7 +514,8 @@ def _aside_notes(facts: list[Fact], subjects: set[str]) -> list[str]:
         declared = [e for e in fact.evidence if e.method == "compose"] or fact.evidence
         path = declared[0].path if declared else ""
         layer = layer_of(path.rpartition("/")[2])
-        how = "not read with -f" if layer == OVERRIDE_LAYER else "applied with -f"
+        how = ("not read with -f" if layer == OVERRIDE_LAYER
+               else "not in COMPOSE_FILE" if layer is None else "applied with -f")  # fmt: skip
         said[(path, how)].append(_value(fact) if fact.subject in subjects else fact.what)
     return [f"{path}, {how}, says {', '.join(_ordered(set(values)))}"
             for (path, how), values in said.items()]  # fmt: skip

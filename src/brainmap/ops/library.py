@@ -232,9 +232,9 @@ def reindex(brain: Brain, inp: ReindexInput, progress: ProgressFn | None = None)
 
 
 def read_with(brain: Brain, libraries: list[str]) -> dict[str, set[str]]:
-    """Library -> the files (relative paths) its compose files were read with that the scan
-    may not read (those their ``extends`` name, their include's env files): what ``brainmap
-    watch`` watches besides the library's own files."""
+    """Library -> the files (relative paths) its compose files were read with, which the scan
+    may not read (those their ``extends`` name, their include's env files, the files their
+    ``COMPOSE_FILE`` names): what ``brainmap watch`` watches besides the library's files."""
     ids = brain.store.entries.library_ids(libraries)
     return {
         name: {str(read[0]) for reads in brain.store.facts.compose_reads(library_id).values()
