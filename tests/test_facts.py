@@ -893,6 +893,7 @@ services:
     # the port in the container (what a proxy in front of it needs), in the languages asked
     for question in ("what container port does the webserver service of papers use",
                      "¿qué puerto interno usa el servicio webserver de papers?",
+                     "quel est le port interne du service webserver de papers",
                      "papers 的 webserver 服务的容器端口是什么"):  # fmt: skip
         answer = ask(question).answer or ""
         assert answer.startswith("8000 (in the container; published on the host as 8010;"), question
@@ -2059,6 +2060,24 @@ services:
     webs = {"service:shop/web port:8080", "service:web/web port:8082"}
     assert ports("which ports do the web services publish") == webs
     assert ports("which service publishes port 8080") == {"service:shop/web port:8080"}
+    # a plural project word: each project spelled is one, though a service goes by its name
+    write(lib / "gitea" / "compose.yaml",
+          "services:\n  gitea: {image: gitea/gitea, ports: ['3000:3000']}\n")  # fmt: skip
+    _collect(brain)
+    both = shop | {"service:gitea/gitea port:3000"}
+    for question in ("which ports do the projects shop and gitea publish",
+                     "quali porte pubblicano i progetti shop e gitea",
+                     "what ports do the shop and gitea projects publish"):  # fmt: skip
+        assert ports(question) == both, question
+        assert "no service called" not in (ask(question).answer or ""), question
+    # a service word beside a project's name when another project is said: a service's name
+    assert ports("which port does the web service of services/payments publish") == set()
+    assert ports("which port does the payments service of shop publish") == shop
+    # a port the question names finds what publishes it, whatever else it asks most
+    assert ports("what project does port 8082 belong to") == {"service:web/web port:8082"}
+    # a plural predicate word
+    images = ask("¿qué imágenes usan los servicios de shop?").facts
+    assert {f.object for f in images} == {"image:nginx", "image:redis"}
     mine = ask("what port does the project's web service publish in shop")
     assert mine.answer != "service web of shop publishes no port"
     assert ports("what port does the project's web service publish in shop") == {

@@ -64,10 +64,13 @@ PREDICATE_WORDS: dict[str, set[str]] = {
         "port", "expose", "exposes", "exposed",
         "puerto", "expone", "porta", "porte", "espone", "expoe", "端口", "暴露",
     },
-    IMAGE: {"image", "docker", "imagen", "immagine", "imagem", "镜像"},
+    IMAGE: {
+        "image", "docker", "imagen", "imagenes", "immagine", "immagini", "imagem", "imagens",
+        "镜像",
+    },
     "depends_on": {
         "depend", "dependency", "dependencies", "need", "require",
-        "depende", "dependencia", "dipende", "dipendenza", "dependance", "依赖",
+        "depende", "dependencia", "dipende", "dipendenza", "dipendenze", "dependance", "依赖",
     },
     HOSTNAME: {
         "hostname", "host", "address", "ip", "server", "name", "servidor", "hote", "serveur",
@@ -90,7 +93,7 @@ PREDICATE_WORDS: dict[str, set[str]] = {
     },
     PART_OF: {"project", "part", "belong", "proyecto", "progetto", "projet", "projeto", "项目"},
     CONTAINER_NAME: {
-        "container", "contenedor", "contenitore", "conteneur", "conteiner", "容器",
+        "container", "contenedor", "contenitore", "conteneur", "conteiner", "contentor", "容器",
     },
 }  # fmt: skip
 _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
@@ -101,15 +104,15 @@ _RANK = {CONFIRMED: 0, PARTIAL: 1, HYPOTHESIS: 2, CONTRADICTED: 3}
 KIND_WORDS_AFTER_NAME = frozenset("service container project 服务 容器 项目".split())
 KIND_WORDS_BEFORE_NAME = frozenset(
     "service container project servicio servizio contenedor contenitore proyecto progetto "
-    "conteneur projet servico conteiner projeto".split()
+    "conteneur projet servico conteiner contentor projeto projecto".split()
 )
 _KIND_WORDS = KIND_WORDS_AFTER_NAME | KIND_WORDS_BEFORE_NAME
 # the kind words that say the name beside them is a project's (the others: a service's)
-_PROJECT_WORDS = frozenset("project 项目 proyecto progetto projet projeto".split())
+_PROJECT_WORDS = frozenset("project 项目 proyecto progetto projet projeto projecto".split())
 # kind words' plurals that :func:`_singular` does not fold
 _KIND_PLURALS = {
     "servizi": "servizio", "contenitori": "contenitore", "progetti": "progetto",
-    "contenedore": "contenedor", "conteinere": "conteiner",
+    "contenedore": "contenedor", "conteinere": "conteiner", "contentore": "contentor",
 }  # fmt: skip
 # When a question's words point at several port predicates alike ("the port of X"), a
 # subject's answer is its best of them: what it publishes on the host before what it only
@@ -142,7 +145,8 @@ _PREDICATE_VOCABULARY = frozenset(_singular(w) for ws in PREDICATE_WORDS.values(
 # the words that ask for the port inside the container (what a proxy in front of it needs),
 # not the host's
 _INSIDE_WORDS = frozenset(
-    "container internal inside target contenedor interno dentro contenitore interna 容器 内部".split()
+    "container internal inside target contenedor interno dentro contenitore interna conteneur "
+    "interne conteiner contentor 容器 内部".split()
 )
 # the words that ask what a service exposes, not which port in general
 _EXPOSE_WORDS = frozenset(_singular(w) for w in PREDICATE_WORDS[EXPOSES]) - {
@@ -248,7 +252,10 @@ def _read(
 
     A kind word beside a name says which kind of name it is when something of that kind goes
     by it (``goes_by``: kind -> names): "the shop service" of a library whose shop is only a
-    project is about project shop; "the web services", about the services called web.
+    project is about project shop; "the web services", about the services called web; "the
+    db service of shop" is about a service all the same (shop is the project). A plural
+    project word makes each project the question spells one ("the projects shop and
+    gitea", though a service is called gitea too).
     """
     raw = _folded(question)
     tokens = [_KIND_PLURALS.get(t, t) for t in map(_singular, raw)]
@@ -263,6 +270,8 @@ def _read(
     taken: set[int] = set()
     spans: dict[Name, list[int]] = defaultdict(list)
     kinds: dict[int, str] = {}
+    unlike: dict[int, Name] = {}  # names a service word is beside that no service goes by
+    several_projects = False  # a plural project word: "the projects shop and gitea"
 
     def claim(candidates: set[Name] | frozenset[Name]) -> None:
         longest = max(map(len, candidates), default=0)
@@ -294,9 +303,21 @@ def _read(
                     kind = "project" if tokens[side] in _PROJECT_WORDS else "service"
                     if name in goes_by[kind]:
                         kinds[start] = kind
+                    elif kind == "service":
+                        unlike[start] = name
+                    nonlocal several_projects
+                    several_projects |= kind == "project" and raw[side] != tokens[side]
 
     claim(names)
     claim(aliases - names)
+    projects = {n for n in spans if n in goes_by["project"]}
+    for start, name in unlike.items():
+        if projects - {name}:  # "the db service of shop" is shop's, not project db's
+            kinds[start] = "service"
+    if several_projects:  # each project the question spells is one of them
+        for name in projects:
+            for start in spans[name]:
+                kinds.setdefault(start, "project")
     free = {t for i, t in enumerate(tokens) if content[i] and i not in taken}
     services = {name for name, starts in spans.items()
                 if any(kinds.get(start) == "service" for start in starts)}  # fmt: skip
@@ -475,8 +496,10 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         if strength is None:
             continue
         mine, theirs = subject_score[fact.subject], score(fact.object)
-        if strength < most:  # its object named counts only when its predicate is asked most:
-            theirs = (0, 0, 0, 0, 0, 0)  # "the project's web service": web's port, not project
+        # a project it belongs to counts only when the question asks that most: "the
+        # project's web service" asks web's port; "which project does port 8082 belong to"
+        if strength < most and kind_of(fact.object) == "project":
+            theirs = (0, 0, 0, 0, 0, 0)
         a, b, c, d, e = (m + t for m, t in zip(mine[:5], theirs[:5], strict=True))
         fact_score = (a, b, c, d, e, mine[5])
         if named_at_all(fact_score):
