@@ -2039,7 +2039,7 @@ def test_ask_kind_words_by_what_the_library_has(home: Path, tmp_path: Path) -> N
     write(lib / "shop" / "compose.yaml", """\
 services:
   web: {image: nginx, ports: ["8080:80"]}
-  cache: {image: redis, ports: ["6379:6379"]}
+  cache: {image: redis, ports: ["6379:6379"], container_name: shop-cache}
 """)  # fmt: skip
     write(lib / "web" / "compose.yaml", "services:\n  web: {image: httpd, ports: ['8082:80']}\n")
     write(lib / "services" / "payments" / "compose.yaml",
@@ -2075,6 +2075,10 @@ services:
     assert ports("which port does the payments service of shop publish") == shop
     # a port the question names finds what publishes it, whatever else it asks most
     assert ports("what project does port 8082 belong to") == {"service:web/web port:8082"}
+    # a container's name as the library writes it, though a project's name begins it
+    assert ports("what port does the shop-cache container publish") == {
+        "service:shop/cache port:6379"
+    }
     # a plural predicate word
     images = ask("¿qué imágenes usan los servicios de shop?").facts
     assert {f.object for f in images} == {"image:nginx", "image:redis"}

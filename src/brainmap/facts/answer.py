@@ -308,6 +308,9 @@ def _read(
                     nonlocal several_projects
                     several_projects |= kind == "project" and raw[side] != tokens[side]
 
+    # an image's or a container's name written as the library writes it ("shop-db") before
+    # the names of projects it begins with
+    claim((aliases & literal) - names)
     claim(names)
     claim(aliases - names)
     projects = {n for n in spans if n in goes_by["project"]}
