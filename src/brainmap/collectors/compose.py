@@ -208,8 +208,8 @@ def collect(
     its ``part_of``'s ``network``. The ``part_of``s of a base file and of those it includes
     say what its caller found ``docker compose up`` reads (``up``: the files its ``.env``'s
     ``COMPOSE_FILE`` names) and starts (``started``: ``COMPOSE_PROFILES``); the observations
-    of an included file name the folder of the base file (``base``); the ``part_of`` of a service
-    with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
+    of an included file name the folder of the base file (``base``); the ``part_of`` of a
+    service with ``profiles`` names them (whether it starts: :func:`brainmap.facts.pairing.pair`)."""
     root = parse(text, first_line)
     services = root.get("services") if root is not None else None
     if root is None or services is None or not services.mapping:

@@ -274,6 +274,7 @@ def _read(
     several_projects = False  # a plural project word: "the projects shop and gitea"
 
     def claim(candidates: set[Name] | frozenset[Name]) -> None:
+        nonlocal several_projects
         longest = max(map(len, candidates), default=0)
         found: list[tuple[int, int, Name]] = []
         for i in range(len(tokens)):
@@ -305,7 +306,6 @@ def _read(
                         kinds[start] = kind
                     elif kind == "service":
                         unlike[start] = name
-                    nonlocal several_projects
                     several_projects |= kind == "project" and raw[side] != tokens[side]
 
     # an image's or a container's name written as the library writes it ("shop-db") before
@@ -472,8 +472,8 @@ def reply(question: str, facts: list[FactRow]) -> Reply:
         names, above, whole = _names(key)
         kinds = _kinds_of(key, len(names))
         if key.startswith(("service:", "project:")):  # its project's folder names it too
-            extra = tuple(n for n in folders.get(service_project(key).removeprefix("project:"), ())
-                          if n not in names)  # fmt: skip
+            folder_names = folders.get(service_project(key).removeprefix("project:"), set())
+            extra = tuple(n for n in folder_names if n not in names)
             cut = len(names) - (key.startswith("service:"))
             names = names[:cut] + extra + names[cut:]
             kinds = kinds[:cut] + ("project",) * len(extra) + kinds[cut:]

@@ -544,7 +544,7 @@ def evidence(obs: ObservationRecord) -> dict[str, Any]:
     for key in ("unread", "network"):  # why its ports are not (all) in its compose file
         if obs.props.get(key):
             out[key] = obs.props[key]
-    if "up" in obs.props:  # what docker compose up reads beside its base file (COMPOSE_FILE)
+    if "up" in obs.props:  # the files docker compose up reads (COMPOSE_FILE)
         out["up"] = obs.props["up"]
     return out
 
