@@ -1827,7 +1827,8 @@ def test_config_files_read_by_older_collectors_are_read_again(
     assert (report.code_files, report.updated, report.unchanged) == (2, 0, 1)
     assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
     assert ops.reindex(brain, reindex).libraries[0].code_files == 0
-    # one that could not be read then: the next reindex reads them all again
+    # one that cannot be read then: what it said goes, it says why, and the next reindex
+    # reads it (and it alone) again
     brain.store.entries.mark_collected(library_id, CONFIG_COLLECTORS - 1)
     read_found = indexer.read_found
 
@@ -1836,11 +1837,20 @@ def test_config_files_read_by_older_collectors_are_read_again(
             raise PermissionError(13, "Permission denied")
         return read_found(root, found, limit)
 
+    def ghost() -> set[str]:
+        return {o.object for o in brain.store.facts.observations(library_id)
+                if o.subject == "service:blog/ghost"}  # fmt: skip
+
     monkeypatch.setattr(indexer, "read_found", failing)
-    assert ops.reindex(brain, reindex).libraries[0].code_files == 1
-    assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS - 1
+    report = ops.reindex(brain, reindex).libraries[0]
+    assert report.code_files == 1
+    assert [(path, why) for _, path, why in brain.store.entries.skipped()] == [
+        ("blog/compose.yaml", "cannot be read: Permission denied")
+    ]
+    assert ghost() == set()
     monkeypatch.undo()
-    assert ops.reindex(brain, reindex).libraries[0].code_files == 2
+    assert ops.reindex(brain, reindex).libraries[0].code_files == 1
+    assert "port:2368" in ghost() and brain.store.entries.skipped() == []
     assert brain.store.entries.library_collectors(library_id) == CONFIG_COLLECTORS
     brain.close()
 

@@ -441,9 +441,6 @@ def index_library(
     projects = ProjectFinder(root, lib.name)
     # config files read by older collectors are read again, every one (not the markdown)
     recollect = full or store.entries.library_collectors(library_id) != CONFIG_COLLECTORS
-    # a config file these collectors could not read keeps what older ones made of it: the
-    # library is marked as read by these only once every one was
-    read_all = True
     # compose files read with a file that changed since (one their extends names, an env file
     # of their include): it need not be one the scan reads
     read_with = {} if full else store.facts.compose_reads(library_id)
@@ -534,11 +531,13 @@ def index_library(
                         )  # fmt: skip
                     except DatabaseError:
                         raise  # the database itself failed: stop, keep everything as it was
-                    except Exception:  # a code file is not knowledge: it is left out
-                        read, problem = False, None
-                    # gone or unreadable meanwhile (what it says, however bad, is a read)
-                    read_all = read_all and read
+                    except Exception as exc:  # a code file is not knowledge: it is left out
+                        read, problem = False, f"cannot be read: {exc}"
                     if problem is not None:
+                        if not read and old_code is not None:
+                            # unreadable now: what it said goes, and it is read again next
+                            # time (by the collectors of then), as a file new to the index
+                            store.entries.delete_code_files([old_code.id])
                         # no stat: a skip with one would keep the file from being read as
                         # markdown, should the globs make it an entry later
                         store.entries.record_skip(library_id, found.rel, problem, _now())
@@ -596,7 +595,7 @@ def index_library(
         store.entries.clear_skips(library_id, skipped)
         if report.added or report.updated or report.deleted or report.skipped or full:
             store.entries.mark_indexed(library_id, _now(), analysis if full else None)
-        if recollect and read_all:
+        if recollect:
             store.entries.mark_collected(library_id, CONFIG_COLLECTORS)
         batch.commit()
     except BaseException as exc:
@@ -1061,12 +1060,13 @@ def _index_code(
     max_bytes: int,
 ) -> tuple[bool, str | None]:
     """Record a code file with the ``Brain:`` breadcrumbs in it and, for a config file (compose,
-    ssh, YAML), what it declares (unreadable or too large files are left). Returns whether it
-    was read anew, and why what it declares could not be read (an alias bomb, bad text)."""
+    ssh, YAML), what it declares (too large files are left). Returns whether it was read
+    anew, and why it or what it declares could not be read (gone or unreadable meanwhile, an
+    alias bomb, bad text)."""
     try:
         data = read_found(lib.path, found, max_bytes + 1)
-    except OSError:
-        return False, None
+    except OSError as exc:
+        return False, f"cannot be read: {exc.strerror or exc}"
     if len(data) > max_bytes:
         return False, None
     assert found.stat is not None
